@@ -1,0 +1,3 @@
+from echosim.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""Private Numba kernels; import through the public facades only."""

@@ -1,0 +1,133 @@
+"""Numba kernels of the echoed optimizers: arrays in, arrays out.
+
+One kernel, `echo_chunk`, runs a chunk of fresh batches. Everything random (the
+batches, the sub-batch rows) is drawn beforehand in NumPy and passed in; the
+optimizer state lives in caller-owned arrays so that a long run is a sequence of
+chunk calls. The Python facade is `echosim.experiment.run`; the naive twin is
+`tests/naive.py`.
+"""
+
+import numpy as np
+from numba import njit
+
+from echosim._kernels.codes import LOSS_SQUARED, METHOD_NESTEROV, METHOD_PROX
+
+# Reassociation lets LLVM vectorise the dot products; no 'nnan'/'ninf', because
+# divergence is detected through non-finite iterates.
+_FASTMATH = {"reassoc", "contract", "nsz", "arcp"}
+
+
+@njit(cache=True, fastmath=_FASTMATH)
+def _dloss(z, y, loss):
+    """d/dz of the per-example loss at margin z: ½(z − y)² or log(1 + e^{−yz})."""
+    if loss == LOSS_SQUARED:
+        return z - y
+    m = -y * z  # the derivative is −y·σ(−yz); written to avoid exp overflow
+    if m > 0.0:
+        return -y / (1.0 + np.exp(-m))
+    e = np.exp(m)
+    return -y * e / (1.0 + e)
+
+
+@njit(cache=True, fastmath=_FASTMATH)
+def _add_row_grad(x, y, w, loss, scale, g):
+    z = 0.0
+    for j in range(x.shape[0]):
+        z += x[j] * w[j]
+    r = _dloss(z, y, loss) * scale
+    for j in range(x.shape[0]):
+        g[j] += r * x[j]
+
+
+@njit(cache=True, fastmath=_FASTMATH)
+def _batch_grad(X, y, rows, w, loss, l2, g):
+    """g ← ∇f_S(w) + l2·w, over all rows of (X, y), or over `rows` if non-empty."""
+    g[:] = 0.0
+    if rows.shape[0] == 0:
+        scale = 1.0 / X.shape[0]
+        for i in range(X.shape[0]):
+            _add_row_grad(X[i], y[i], w, loss, scale, g)
+    else:
+        scale = 1.0 / rows.shape[0]
+        for i in range(rows.shape[0]):
+            r = rows[i]
+            _add_row_grad(X[r], y[r], w, loss, scale, g)
+    if l2 != 0.0:
+        for j in range(w.shape[0]):
+            g[j] += l2 * w[j]
+
+
+@njit(cache=True, fastmath=_FASTMATH)
+def _all_finite(w):
+    for j in range(w.shape[0]):
+        if not np.isfinite(w[j]):
+            return False
+    return True
+
+
+@njit(cache=True, fastmath=_FASTMATH)
+def echo_chunk(
+    X, Y, K, lr, rows, method, loss, l2, momentum, lam,
+    w, w_prev, avg_sum, end_sum, counters,
+    log_at, log_w, log_avg, log_end,
+):
+    """Run fresh batches X[t], Y[t] for K[t] steps each; return -1 or the diverged batch.
+
+    X (n, B, d), Y (n, B): the chunk's batches. K (n,): steps per batch. lr (n,):
+    learning rate per batch. rows (steps, b): sub-batch rows per step, or shape
+    (0, 0) for full-batch steps. momentum < 0 selects Nesterov's convex schedule
+    μ_k = k/(k+3), else μ_k = momentum. lam: proximal weight λ.
+
+    State, updated in place: w (last iterate x_k), w_prev (x_{k−1}, Nesterov),
+    avg_sum / end_sum (float64 sums of every step's and every batch end's
+    iterate), counters = [steps so far, batches so far].
+    Logging: after local batch log_at[j], row j of log_w / log_avg / log_end
+    receives the last iterate and the two averages.
+    """
+    d = w.shape[0]
+    g = np.empty_like(w)
+    ahead = np.empty_like(w)
+    anchor = np.empty_like(w)
+    no_rows = np.empty(0, dtype=np.int64)
+    step_in_chunk = 0
+    next_log = 0
+    for t in range(X.shape[0]):
+        eta = lr[t]
+        Xt = X[t]
+        Yt = Y[t]
+        if method == METHOD_PROX:
+            anchor[:] = w
+        for _ in range(K[t]):
+            r = rows[step_in_chunk] if rows.shape[0] > 0 else no_rows
+            if method == METHOD_NESTEROV:
+                k = counters[0]
+                mu = k / (k + 3.0) if momentum < 0.0 else momentum
+                for j in range(d):
+                    ahead[j] = w[j] + mu * (w[j] - w_prev[j])
+                _batch_grad(Xt, Yt, r, ahead, loss, l2, g)
+                for j in range(d):
+                    w_prev[j] = w[j]
+                    w[j] = ahead[j] - eta * g[j]
+            else:
+                _batch_grad(Xt, Yt, r, w, loss, l2, g)
+                if method == METHOD_PROX:
+                    for j in range(d):
+                        g[j] += lam * (w[j] - anchor[j])
+                for j in range(d):
+                    w[j] -= eta * g[j]
+            for j in range(d):
+                avg_sum[j] += w[j]
+            counters[0] += 1
+            step_in_chunk += 1
+        for j in range(d):
+            end_sum[j] += w[j]
+        counters[1] += 1
+        if not _all_finite(w):
+            return t
+        while next_log < log_at.shape[0] and log_at[next_log] == t:
+            for j in range(d):
+                log_w[next_log, j] = w[j]
+                log_avg[next_log, j] = avg_sum[j] / counters[0]
+                log_end[next_log, j] = end_sum[j] / counters[1]
+            next_log += 1
+    return -1

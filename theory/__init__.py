@@ -1,0 +1,1 @@
+"""Closed-form bounds and timing models for data echoing (pure NumPy)."""
