@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from echosim._kernels.codes import LOSS_CODES
-from echosim.optimizers import EchoedNesterov, EchoedSGD, Optimizer, learning_rates
+from echosim.optimizers import EchoedGD, EchoedNesterov, EchoedSGD, Optimizer, learning_rates
 from echosim.problems import BATCHES_PER_BLOCK, STREAM_OPTIMIZER, Problem, block_rng
 
 CHUNK_BYTES = 8 << 20
@@ -233,3 +233,16 @@ def run(problem: Problem, optimizer: Optimizer, *, batch_size: int, echo=1, n_ba
         batches=batches, steps=steps, time=time, risk=risks[0], risk_avg=risks[1], risk_end_avg=risks[2],
         status="ok" if diverged_at is None else "diverged", w=W[-1], w_avg=W_avg[-1],
         diverged_at=diverged_at, info=info)
+
+
+def compile_kernels(dtypes=("float64",)) -> None:
+    """Compile (or load from Numba's cache) the optimizer kernel for `dtypes`.
+
+    Call it once in a parent process before starting workers, so that forked
+    workers inherit the compiled code instead of compiling it again each.
+    """
+    from echosim.problems import LeastSquares
+
+    problem = LeastSquares(dim=1)
+    for dtype in dtypes:
+        run(problem, EchoedGD(0.0), batch_size=1, echo=1, n_batches=1, dtype=dtype)

@@ -328,7 +328,18 @@ class Dataset(Problem):
         H = (self.X * h[:, None]).T @ self.X / n + self.l2 * np.eye(d)
         return g, H
 
+    def _separable(self) -> bool:
+        """True if some w has y_i x_i·w ≥ 1 for every row (then F has no minimiser)."""
+        from scipy.optimize import linprog
+
+        d = self.X.shape[1]
+        res = linprog(np.zeros(d), A_ub=-(self.y[:, None] * self.X), b_ub=-np.ones(len(self.y)),
+                      bounds=[(None, None)] * d, method="highs")
+        return res.status == 0
+
     def _solve(self, tol=1e-10, max_iter=100):
+        if self.loss == "logistic" and self.l2 == 0 and self._separable():
+            raise ValueError("the logistic data are linearly separable, so F has no minimiser w*: set l2 > 0")
         w = np.zeros(self.X.shape[1])
         f = self.risk(w)[0]
         for _ in range(max_iter):
@@ -348,8 +359,8 @@ class Dataset(Problem):
         g, _ = self._grad_hess(w)
         if np.linalg.norm(g) > 1e-8:
             raise ValueError(
-                f"could not find the minimiser w* (gradient norm {np.linalg.norm(g):.2e}); "
-                "logistic data that are linearly separable have none: set l2 > 0")
+                f"Newton's method did not reach the minimiser w* (gradient norm {np.linalg.norm(g):.2e}); "
+                "try l2 > 0")
         return w
 
     constants_kind = "almost sure"
