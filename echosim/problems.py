@@ -23,6 +23,8 @@ from __future__ import annotations
 import math
 import numpy as np
 
+from echosim import _logistic_risk
+
 BATCHES_PER_BLOCK = 16
 """Fresh batches drawn from one generator: batch t comes from block t // 16."""
 
@@ -238,8 +240,6 @@ class Logistic(_SyntheticDesign, Problem):
         return X, np.where(rng.random(n) < p, 1.0, -1.0)
 
     def risk(self, W):
-        from echosim import _logistic_risk
-
         W = _check_W(W, self._dim)
         if self.design == "sphere":
             return _logistic_risk.sphere_risk(
