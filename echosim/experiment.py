@@ -78,8 +78,6 @@ def _int_arg(name, value, minimum):
 def _steps_per_batch(echo, n_batches):
     """(K_t array, schedule or None) from echo = int | array | Schedule."""
     if hasattr(echo, "steps_per_batch"):
-        if getattr(echo, "step_examples", None) is not None:
-            raise ValueError("echo: a Schedule with example echoing is not supported by run() yet")
         K = np.asarray(echo.steps_per_batch, dtype=np.int64)
         if n_batches is not None and n_batches != len(K):
             raise ValueError(f"n_batches={n_batches} does not match the schedule's {len(K)} batches")
@@ -100,7 +98,7 @@ def _steps_per_batch(echo, n_batches):
         schedule = None
     if K.size == 0:
         raise ValueError("the run needs at least one fresh batch")
-    if K.min() < 1:
+    if K.min() < 1 and (schedule is None or schedule.step_examples is None):
         raise ValueError(f"echo: every K_t must be >= 1, got min {K.min()}")
     return K, schedule
 
@@ -156,7 +154,8 @@ def run(problem: Problem, optimizer: Optimizer, *, batch_size: int, echo=1, n_ba
     n_batches : T (optional when echo is an array or a Schedule).
     seed : the data seed: fresh batch t is a pure function of (seed, t, B).
     dtype : "float64" (default) or "float32" for data and iterate.
-    log : "auto", "all", a number of log-spaced points, or batch counts to log at.
+    log : "auto", "all", a number of log-spaced points, or batch counts to log at
+        (with an example-echoing schedule: step counts).
     w0 : starting point (default 0).
     """
     if not isinstance(problem, Problem):
@@ -175,11 +174,15 @@ def run(problem: Problem, optimizer: Optimizer, *, batch_size: int, echo=1, n_ba
     if isinstance(optimizer, EchoedSGD) and not optimizer.replace and optimizer.sub_batch > B:
         raise ValueError(f"sub_batch={optimizer.sub_batch} exceeds batch_size={B} (sampling without replacement)")
     lr = learning_rates(optimizer.lr, T)
-    logs = log_points(log, T)
     d = problem.dim
     w = np.zeros(d) if w0 is None else np.array(w0, dtype=np.float64)
     if w.shape != (d,) or not np.all(np.isfinite(w)):
         raise ValueError(f"w0 must be a finite array of shape ({d},)")
+    if schedule is not None and schedule.step_examples is not None:
+        feed = _ExampleFeed(problem, schedule, lr, B, seed, dtype)
+    else:
+        feed = _BatchFeed(problem, K, lr, B, seed, dtype)
+    logs = log_points(log, feed.n_units)
 
     from echosim._kernels.optim import echo_chunk  # compiles on first use, not at import
 
@@ -194,23 +197,24 @@ def run(problem: Problem, optimizer: Optimizer, *, batch_size: int, echo=1, n_ba
     momentum = optimizer.kernel_momentum if isinstance(optimizer, EchoedNesterov) else -1.0
     loss = LOSS_CODES[problem.loss]
     chunk = chunk_batches(B, d, dtype.itemsize)
-    diverged_at = None
-    for start in range(0, T, chunk):
-        stop = min(T, start + chunk)
-        X, Y = problem.batches(seed, start, stop, B, dtype)
-        rows = _sub_batch_rows(optimizer, seed, K, start, stop, B) if isinstance(optimizer, EchoedSGD) else no_rows
+    diverged_unit = None
+    for start in range(0, feed.n_units, chunk):
+        stop = min(feed.n_units, start + chunk)
+        X, Y = feed.data(start, stop)
+        rows = (_sub_batch_rows(optimizer, seed, feed.K, start, stop, B)
+                if isinstance(optimizer, EchoedSGD) else no_rows)
         first_log, last_log = np.searchsorted(logs, [start + 1, stop + 1])
         local = logs[first_log:last_log] - 1 - start
         status = echo_chunk(
-            X, Y, K[start:stop], lr[start:stop], rows, optimizer.method, loss, float(problem.l2),
+            X, Y, feed.K[start:stop], feed.lr[start:stop], rows, optimizer.method, loss, float(problem.l2),
             float(momentum), float(optimizer.lam), w, w_prev, avg_sum, end_sum, counters,
             local, log_w[first_log:last_log], log_avg[first_log:last_log], log_end[first_log:last_log])
         if status >= 0:
-            diverged_at = start + int(status) + 1
+            diverged_unit = start + int(status) + 1
             break
 
-    n_ok = len(logs) if diverged_at is None else int(np.searchsorted(logs, diverged_at))
-    batches = np.concatenate([[0], logs[:n_ok]])
+    n_ok = len(logs) if diverged_unit is None else int(np.searchsorted(logs, diverged_unit))
+    units = np.concatenate([[0], logs[:n_ok]])
     W = np.vstack([w_start, log_w[:n_ok].astype(np.float64)])
     W_avg = np.vstack([w_start, log_avg[:n_ok]])
     W_end = np.vstack([w_start, log_end[:n_ok]])
@@ -219,10 +223,10 @@ def run(problem: Problem, optimizer: Optimizer, *, batch_size: int, echo=1, n_ba
     finite = np.all(np.isfinite(risks), axis=0)
     if not finite.all():
         n_keep = int(np.argmin(finite))
-        diverged_at = int(batches[n_keep]) if diverged_at is None else diverged_at
-        batches, W, W_avg = batches[:n_keep], W[:n_keep], W_avg[:n_keep]
+        diverged_unit = int(units[n_keep]) if diverged_unit is None else diverged_unit
+        units, W, W_avg = units[:n_keep], W[:n_keep], W_avg[:n_keep]
         risks = [r[:n_keep] for r in risks]
-    steps = np.concatenate([[0], np.cumsum(K)])[batches]
+    steps = feed.steps_after(units)
     time = None
     if schedule is not None:
         step_end = np.asarray(schedule.step_end, dtype=np.float64)
@@ -230,9 +234,62 @@ def run(problem: Problem, optimizer: Optimizer, *, batch_size: int, echo=1, n_ba
     info = dict(problem=repr(problem), optimizer=repr(optimizer), batch_size=B, n_batches=T,
                 echo=float(K.mean()), seed=seed, dtype=dtype.name)
     return Trajectory(
-        batches=batches, steps=steps, time=time, risk=risks[0], risk_avg=risks[1], risk_end_avg=risks[2],
-        status="ok" if diverged_at is None else "diverged", w=W[-1], w_avg=W_avg[-1],
-        diverged_at=diverged_at, info=info)
+        batches=feed.batches_after(units), steps=steps, time=time,
+        risk=risks[0], risk_avg=risks[1], risk_end_avg=risks[2],
+        status="ok" if diverged_unit is None else "diverged", w=W[-1], w_avg=W_avg[-1],
+        diverged_at=None if diverged_unit is None else int(feed.batches_after(np.array([diverged_unit]))[0]),
+        info=info)
+
+
+class _BatchFeed:
+    """Batch echoing: the kernel's unit is a fresh batch, used for K_t steps."""
+
+    def __init__(self, problem, K, lr, B, seed, dtype):
+        self.problem, self.K, self.lr, self.B, self.seed, self.dtype = problem, K, lr, B, seed, dtype
+        self.n_units = len(K)
+        self._cum_steps = np.concatenate([[0], np.cumsum(K)])
+
+    def data(self, start, stop):
+        return self.problem.batches(self.seed, start, stop, self.B, self.dtype)
+
+    def batches_after(self, units):
+        return units
+
+    def steps_after(self, units):
+        return self._cum_steps[units]
+
+
+class _ExampleFeed:
+    """Example echoing: the kernel's unit is one step, on the examples the schedule gives it.
+
+    Example i of fresh batch t has id t·B + i; a step's batch is gathered from the
+    fresh batches its examples come from. With one step per unit, ``avg`` and
+    ``end_avg`` coincide. The learning rate of a step is that of its newest batch.
+    """
+
+    def __init__(self, problem, schedule, lr, B, seed, dtype):
+        if schedule.batch_size != B:
+            raise ValueError(f"batch_size={B} does not match the example-echoing schedule's "
+                             f"batch_size={schedule.batch_size}")
+        self.problem, self.B, self.seed, self.dtype = problem, B, seed, dtype
+        self.examples = np.asarray(schedule.step_examples, dtype=np.int64)
+        self.step_batch = np.asarray(schedule.step_batch, dtype=np.int64)
+        self.n_units = len(self.step_batch)
+        self.K = np.ones(self.n_units, dtype=np.int64)
+        self.lr = lr[self.step_batch]
+
+    def data(self, start, stop):
+        ids = self.examples[start:stop]
+        batch, row = np.divmod(ids, self.B)
+        first = batch.min() // BATCHES_PER_BLOCK * BATCHES_PER_BLOCK
+        X, Y = self.problem.batches(self.seed, first, int(batch.max()) + 1, self.B, self.dtype)
+        return np.ascontiguousarray(X[batch - first, row]), np.ascontiguousarray(Y[batch - first, row])
+
+    def batches_after(self, units):
+        return np.where(units > 0, self.step_batch[np.maximum(units - 1, 0)] + 1, 0)
+
+    def steps_after(self, units):
+        return units
 
 
 def compile_kernels(dtypes=("float64",)) -> None:

@@ -161,3 +161,38 @@ def test_bad_pairings_are_refused_before_work():
         run(LS, EchoedGD(np.ones(3)), batch_size=4, echo=2, n_batches=5)
     with pytest.raises(ValueError, match="problem"):
         run("ls", EchoedGD(0.1), batch_size=4, echo=2, n_batches=5)
+
+
+def test_end_to_end_echoed_gd_on_a_greedy_pipeline_schedule():
+    from echosim.arrivals import Exponential
+    from echosim.pipeline import Pipeline, simulate
+
+    schedule = simulate(Pipeline(arrival=Exponential(4.0), workers=2, prefetch=2, policy="greedy", max_echo=8),
+                        n_batches=60, seed=3)
+    traj = run(LS, EchoedGD(0.1), batch_size=8, echo=schedule, seed=1, log="all")
+    same_k = run(LS, EchoedGD(0.1), batch_size=8, echo=schedule.steps_per_batch, seed=1, log="all")
+    np.testing.assert_array_equal(traj.risk, same_k.risk)
+    ends = np.cumsum(schedule.steps_per_batch)
+    np.testing.assert_array_equal(traj.steps[1:], ends)
+    np.testing.assert_array_equal(traj.time[1:], schedule.step_end[ends - 1])
+    assert traj.time[0] == 0 and np.all(np.diff(traj.time) > 0)
+
+
+def test_example_echoing_schedule_matches_the_naive_twin_on_gathered_batches():
+    from echosim.arrivals import Exponential
+    from echosim.pipeline import Pipeline, simulate
+
+    B, T = 4, 30
+    schedule = simulate(Pipeline(arrival=Exponential(3.0), policy="example", echo=2.5, shuffle_buffer=12),
+                        n_batches=T, seed=0, batch_size=B)
+    traj = run(LS, EchoedGD(0.2), batch_size=B, echo=schedule, seed=2, log="all")
+    X, Y = LS.batches(2, 0, T, B)
+    batch, row = np.divmod(schedule.step_examples, B)
+    last, avg, _ = echoed_run(X[batch, row], Y[batch, row], np.ones(schedule.n_steps, dtype=int),
+                              np.full(schedule.n_steps, 0.2))
+    np.testing.assert_allclose(traj.risk[1:], LS.excess_risk(last), rtol=1e-12)
+    np.testing.assert_allclose(traj.risk_avg[1:], LS.excess_risk(avg), rtol=1e-12)
+    np.testing.assert_array_equal(traj.batches[1:], schedule.step_batch + 1)
+    np.testing.assert_array_equal(traj.time[1:], schedule.step_end)
+    with pytest.raises(ValueError, match="batch_size"):
+        run(LS, EchoedGD(0.2), batch_size=B + 1, echo=schedule)
