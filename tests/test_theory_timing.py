@@ -1,0 +1,125 @@
+"""Properties of the pipeline timing model in ``theory.timing``."""
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import theory
+
+pos = st.floats(1e-3, 1e3, allow_nan=False, allow_infinity=False)
+echo_factor = st.floats(1.0, 64.0)
+RTOL = 1e-12
+
+
+@given(pos, pos, echo_factor)
+def test_pipeline_time_is_the_slower_stage(t_up, t_down, e):
+    got = theory.pipeline_time(t_up=t_up, t_down=t_down, e=e)
+    assert isinstance(got, float)
+    assert got == max(t_up, e * t_down)
+    # echoing up to R = t_up / t_down is free
+    R = t_up / t_down
+    if e <= R:
+        assert got == t_up
+    assert theory.pipeline_time(t_up=t_up, t_down=t_down, e=e + 1) >= got
+
+
+@given(pos, pos, echo_factor, st.floats(0.1, 64.0))
+def test_echo_speedup_is_the_ratio_of_times(t_up, t_down, e, fresh_ratio):
+    R = t_up / t_down
+    baseline = theory.pipeline_time(t_up=t_up, t_down=t_down, e=1)
+    echoed = theory.pipeline_time(t_up=t_up, t_down=t_down, e=e)
+    expected = fresh_ratio * baseline / echoed
+    assert theory.echo_speedup(R=R, e=e, fresh_ratio=fresh_ratio) == pytest.approx(
+        expected, rel=1e-10
+    )
+
+
+@given(st.floats(1.0, 1e3), echo_factor, st.floats(0.1, 64.0))
+def test_echo_speedup_laggard_form(R, e, fresh_ratio):
+    got = theory.echo_speedup(R=R, e=e, fresh_ratio=fresh_ratio)
+    assert got == pytest.approx(fresh_ratio * min(1.0, R / e), rel=RTOL)
+    # ideal echoing (each echoed step as good as a fresh one) gives min(e, R)
+    assert theory.echo_speedup(R=R, e=e, fresh_ratio=e) == pytest.approx(min(e, R), rel=RTOL)
+
+
+@given(st.floats(1e-3, 0.999), echo_factor)
+def test_echo_speedup_without_laggard_loader_only_costs(R, e):
+    assert theory.echo_speedup(R=R, e=e) == pytest.approx(1 / e, rel=RTOL)
+
+
+def test_echo_speedup_default_and_paper_numbers():
+    assert theory.echo_speedup(R=6.0, e=5) == 1.0  # free steps, no benefit assumed
+    assert theory.echo_speedup(R=6.0, e=5, fresh_ratio=3.25) == pytest.approx(3.25)
+
+
+const = st.fixed_dictionaries({"beta": pos, "rho": pos, "D": pos})
+
+
+@given(const, st.integers(1, 4096), st.integers(1, 64), st.floats(1e-3, 1.0), pos, pos)
+def test_time_to_accuracy_combines_bound_and_throughput(c, B, K, frac, t_up, t_down):
+    eps = frac * (c["rho"] * c["D"] + c["beta"] * c["D"] ** 2)
+    T_eps = theory.batches_to_accuracy(eps=eps, **c, B=B, K=K)
+    per_batch = theory.pipeline_time(t_up=t_up, t_down=t_down, e=K)
+    by_model = theory.time_to_accuracy(eps=eps, **c, B=B, K=K, t_up=t_up, t_down=t_down)
+    assert by_model == pytest.approx(T_eps * per_batch, rel=RTOL)
+    by_rate = theory.time_to_accuracy(eps=eps, **c, B=B, K=K, throughput=1 / per_batch)
+    assert by_rate == pytest.approx(by_model, rel=1e-10)
+
+
+@given(const, st.integers(1, 4096), st.integers(2, 32), st.floats(1.0, 64.0))
+def test_theory_speedup_matches_echo_speedup(c, B, e, R):
+    eps = 0.1 * (c["rho"] * c["D"] + c["beta"] * c["D"] ** 2)
+    kw = dict(eps=eps, **c, B=B, t_up=R, t_down=1.0)
+    ratio = theory.time_to_accuracy(**kw, K=1) / theory.time_to_accuracy(**kw, K=e)
+    fresh_ratio = theory.batches_to_accuracy(eps=eps, **c, B=B, K=1) / theory.batches_to_accuracy(
+        eps=eps, **c, B=B, K=e
+    )
+    assert fresh_ratio >= 1.0
+    assert ratio == pytest.approx(theory.echo_speedup(R=R, e=e, fresh_ratio=fresh_ratio), rel=1e-10)
+
+
+def test_curvature_regime_gives_near_linear_wall_clock_speedup():
+    # K << K_sat: T_eps ~ 1/K, so with R >= K the wall-clock speedup approaches K
+    c = dict(beta=1.0, rho=1e-3, D=1.0, B=1024)
+    eps = 1e-3
+    assert theory.saturation_echo(eps=eps, beta=1.0, rho=1e-3, B=1024) > 1000
+    kw = dict(eps=eps, **c, t_up=8.0, t_down=1.0)
+    speedup = theory.time_to_accuracy(**kw, K=1) / theory.time_to_accuracy(**kw, K=8)
+    assert 7.0 < speedup <= 8.0
+
+
+def test_timing_broadcasts():
+    out = theory.pipeline_time(t_up=[[2.0], [8.0]], t_down=1.0, e=[1, 4, 16])
+    np.testing.assert_array_equal(out, [[2, 4, 16], [8, 8, 16]])
+    assert theory.echo_speedup(R=[1.0, 4.0], e=[[2], [8]]).shape == (2, 2)
+    got = theory.time_to_accuracy(eps=[0.1, 0.01], beta=1, rho=1, D=1, B=64, K=4, throughput=2.0)
+    assert got.shape == (2,)
+
+
+INVALID = [
+    (theory.pipeline_time, dict(t_up=0.0, t_down=1.0, e=1), "t_up must be positive"),
+    (theory.pipeline_time, dict(t_up=1.0, t_down=-1.0, e=1), "t_down must be positive"),
+    (theory.pipeline_time, dict(t_up=1.0, t_down=1.0, e=0.5), "e must be >= 1"),
+    (theory.pipeline_time, dict(t_up=np.inf, t_down=1.0, e=1), "t_up must be positive and finite"),
+    (theory.echo_speedup, dict(R=0.0, e=2), "R must be positive"),
+    (theory.echo_speedup, dict(R=2.0, e=0), "e must be >= 1"),
+    (theory.echo_speedup, dict(R=2.0, e=2, fresh_ratio=-1), "fresh_ratio must be positive"),
+    (theory.time_to_accuracy, dict(eps=0.1, beta=1, rho=1, D=1, B=1, K=1), "either both t_up"),
+    (theory.time_to_accuracy, dict(eps=0.1, beta=1, rho=1, D=1, B=1, K=1, t_up=1.0),
+     "either both t_up"),
+    (theory.time_to_accuracy, dict(eps=0.1, beta=1, rho=1, D=1, B=1, K=1, t_up=1.0, t_down=1.0,
+                                   throughput=1.0), "throughput must not be combined"),
+    (theory.time_to_accuracy, dict(eps=0.1, beta=1, rho=1, D=1, B=1, K=1, throughput=0.0),
+     "throughput must be positive"),
+    (theory.time_to_accuracy, dict(eps=0.0, beta=1, rho=1, D=1, B=1, K=1, throughput=1.0),
+     "eps must be positive"),
+    (theory.time_to_accuracy, dict(eps=0.1, beta=1, rho=1, D=1, B=1, K=0.5, t_up=1, t_down=1),
+     "K must be >= 1"),
+]
+
+
+@pytest.mark.parametrize("fn, kwargs, message", INVALID)
+def test_invalid_timing_input_raises_value_error_naming_argument(fn, kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        fn(**kwargs)
