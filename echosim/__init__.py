@@ -17,6 +17,21 @@ _EXPORTS = {
     "EchoedSGD": "echosim.optimizers",
     "EchoedNesterov": "echosim.optimizers",
     "EchoedProx": "echosim.optimizers",
+    "ServiceTime": "echosim.arrivals",
+    "Deterministic": "echosim.arrivals",
+    "Exponential": "echosim.arrivals",
+    "Gamma": "echosim.arrivals",
+    "LogNormal": "echosim.arrivals",
+    "Pareto": "echosim.arrivals",
+    "Stall": "echosim.arrivals",
+    "Trace": "echosim.arrivals",
+    "as_service_time": "echosim.arrivals",
+    "service_time_from_dict": "echosim.arrivals",
+    "profile": "echosim.profiling",
+    "fit_service_times": "echosim.profiling",
+    "Pipeline": "echosim.pipeline",
+    "Schedule": "echosim.pipeline",
+    "simulate": "echosim.pipeline",
 }
 
 __all__ = ["__version__", *_EXPORTS]
