@@ -32,6 +32,7 @@ _EXPORTS = {
     "Pipeline": "echosim.pipeline",
     "Schedule": "echosim.pipeline",
     "simulate": "echosim.pipeline",
+    "simulate_with_times": "echosim.pipeline",
 }
 
 __all__ = ["__version__", *_EXPORTS]
