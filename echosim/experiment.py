@@ -196,7 +196,7 @@ def run(problem: Problem, optimizer: Optimizer, *, batch_size: int, echo=1, n_ba
     no_rows = np.zeros((0, 0), dtype=np.int64)
     momentum = optimizer.kernel_momentum if isinstance(optimizer, EchoedNesterov) else -1.0
     loss = LOSS_CODES[problem.loss]
-    chunk = chunk_batches(B, d, dtype.itemsize)
+    chunk = chunk_batches(B, problem.n_features, dtype.itemsize)
     diverged_unit = None
     for start in range(0, feed.n_units, chunk):
         stop = min(feed.n_units, start + chunk)

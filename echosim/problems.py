@@ -7,6 +7,8 @@ their echo factor, policy or optimizer (common random numbers).
 Losses, per example z = (x, y) with margin x·w:
   squared   ℓ(w; z) = ½(x·w − y)²
   logistic  ℓ(w; z) = log(1 + exp(−y·x·w)),  y ∈ {−1, +1}
+  softmax   ℓ(W; z) = log Σ_c exp(W_c·x) − W_y·x,  y ∈ {0, …, C−1}  (`Dataset` only;
+            W is C×d, flattened row-major into w)
 plus (l2/2)‖w‖² for a `Dataset` with L2 regularisation.
 
 Constants (``constants()``), with D = ‖w₀ − w*‖:
@@ -31,7 +33,7 @@ BATCHES_PER_BLOCK = 16
 STREAM_DATA = 0
 STREAM_OPTIMIZER = 1
 
-LOSSES = ("squared", "logistic")
+LOSSES = ("squared", "logistic", "softmax")
 DESIGNS = ("gaussian", "sphere")
 
 
@@ -84,7 +86,13 @@ class Problem:
 
     @property
     def dim(self) -> int:
+        """Number of parameters (C·d for the multinomial loss)."""
         return self.w_star.shape[0]
+
+    @property
+    def n_features(self) -> int:
+        """Number of features d of an example."""
+        return self.dim
 
     def sample(self, rng: np.random.Generator, n: int):
         """Draw n i.i.d. examples: X of shape (n, dim), y of shape (n,)."""
@@ -103,12 +111,13 @@ class Problem:
         if start % BATCHES_PER_BLOCK:
             raise ValueError(f"start must be a multiple of {BATCHES_PER_BLOCK}, got {start}")
         n, per_block = stop - start, BATCHES_PER_BLOCK * batch_size
-        X = np.empty((n, batch_size, self.dim), dtype=dtype)
+        d = self.n_features
+        X = np.empty((n, batch_size, d), dtype=dtype)
         y = np.empty((n, batch_size), dtype=dtype)
         for first in range(start, stop, BATCHES_PER_BLOCK):
             Xb, yb = self.sample(block_rng(seed, STREAM_DATA, first // BATCHES_PER_BLOCK), per_block)
             m = min(BATCHES_PER_BLOCK, stop - first)
-            X[first - start : first - start + m] = Xb.reshape(BATCHES_PER_BLOCK, batch_size, self.dim)[:m]
+            X[first - start : first - start + m] = Xb.reshape(BATCHES_PER_BLOCK, batch_size, d)[:m]
             y[first - start : first - start + m] = yb.reshape(BATCHES_PER_BLOCK, batch_size)[:m]
         return X, y
 
@@ -116,6 +125,10 @@ class Problem:
         """D = ‖w₀ − w*‖ (w₀ = 0 by default)."""
         w0 = np.zeros(self.dim) if w0 is None else np.asarray(w0, dtype=np.float64)
         return float(np.linalg.norm(w0 - self.w_star))
+
+
+class SeparableDataError(ValueError):
+    """Logistic data that a hyperplane separates: F has no minimiser without l2 > 0."""
 
 
 def _check_W(W, dim):
@@ -271,13 +284,16 @@ class Dataset(Problem):
 
     Parameters
     ----------
-    X : array (n, d); y : array (n,) — labels in {−1, +1} for the logistic loss.
-    loss : "logistic" or "squared".
+    X : array (n, d).
+    y : array (n,) — labels in {−1, +1} for "logistic", class indices 0..C−1 for
+        "softmax", real targets for "squared".
+    loss : "logistic", "softmax" (multinomial logistic) or "squared".
     l2 : L2 regularisation weight (needed for logistic regression on separable data).
+    n_classes : C for "softmax" (default: the largest label + 1).
     name : a label for results.
     """
 
-    def __init__(self, X, y, loss="logistic", l2=0.0, name="dataset"):
+    def __init__(self, X, y, loss="logistic", l2=0.0, name="dataset", n_classes=None):
         X = np.ascontiguousarray(X, dtype=np.float64)
         y = np.ascontiguousarray(y, dtype=np.float64)
         if X.ndim != 2 or X.shape[0] < 1 or X.shape[1] < 1:
@@ -289,35 +305,75 @@ class Dataset(Problem):
         self.loss = _choice("loss", loss, LOSSES)
         if self.loss == "logistic" and not np.all(np.abs(y) == 1):
             raise ValueError("y must be in {-1, +1} for the logistic loss (map 0/1 labels with 2*y - 1)")
+        self.n_classes = 1
+        if self.loss == "softmax":
+            if np.any(y < 0) or np.any(y != np.round(y)):
+                raise ValueError("y must hold class indices 0, 1, ..., C-1 for the softmax loss")
+            C = int(y.max()) + 1 if n_classes is None else n_classes
+            if isinstance(C, bool) or not isinstance(C, (int, np.integer)) or C < 2 or y.max() >= C:
+                raise ValueError(f"n_classes must be an integer >= 2 above every label, got {n_classes!r}")
+            self.n_classes = int(C)
         self.l2 = _nonnegative("l2", l2)
         self.X, self.y, self.name = X, y, str(name)
         self.w_star = self._solve()
         self.F_star = float(self.risk(self.w_star)[0])
 
+    @property
+    def n_features(self) -> int:
+        return self.X.shape[1]
+
+    @property
+    def dim(self) -> int:
+        return self.X.shape[1] * self.n_classes
+
     def __repr__(self):
         n, d = self.X.shape
-        return f"Dataset(name={self.name!r}, n={n}, d={d}, loss={self.loss!r}, l2={self.l2})"
+        classes = f", n_classes={self.n_classes}" if self.loss == "softmax" else ""
+        return f"Dataset(name={self.name!r}, n={n}, d={d}, loss={self.loss!r}, l2={self.l2}{classes})"
 
     def sample(self, rng, n):
         idx = rng.integers(0, self.X.shape[0], size=n)
         return self.X[idx], self.y[idx]
 
-    def _losses(self, Z):
+    def _losses(self, W):
+        """Per-row losses (n, m) for the m parameter vectors in W."""
+        if self.loss == "softmax":
+            Z = np.einsum("nd,mcd->nmc", self.X, W.reshape(len(W), self.n_classes, -1))
+            label = self.y.astype(np.intp)
+            return np.logaddexp.reduce(Z, axis=2) - Z[np.arange(len(label)), :, label]
+        Z = self.X @ W.T
         if self.loss == "squared":
             return 0.5 * (Z - self.y[:, None]) ** 2
         return np.logaddexp(0.0, -self.y[:, None] * Z)
 
     def risk(self, W):
-        W = _check_W(W, self.X.shape[1])
+        W = _check_W(W, self.dim)
         out = np.empty(W.shape[0])
-        step = max(1, 2**24 // self.X.shape[0])  # bound the (n, m) margin block to ~128 MB
+        step = max(1, 2**24 // (self.X.shape[0] * self.n_classes))  # bound the margin block to ~128 MB
         for i in range(0, W.shape[0], step):
             Wi = W[i : i + step]
-            out[i : i + step] = self._losses(self.X @ Wi.T).mean(axis=0) + 0.5 * self.l2 * (Wi**2).sum(axis=1)
+            out[i : i + step] = self._losses(Wi).mean(axis=0) + 0.5 * self.l2 * (Wi**2).sum(axis=1)
         return out
 
     def _grad_hess(self, w):
         n, d = self.X.shape
+        if self.loss == "softmax":
+            C = self.n_classes
+            Z = self.X @ w.reshape(C, d).T
+            P = np.exp(Z - Z.max(axis=1, keepdims=True))
+            P /= P.sum(axis=1, keepdims=True)
+            R = P.copy()
+            R[np.arange(n), self.y.astype(np.intp)] -= 1.0
+            g = (R.T @ self.X).ravel() / n + self.l2 * w
+            # Hessian blocks H_{ab} = (1/n) Σ_i (p_a δ_ab − p_a p_b) x_i x_iᵀ
+            H = np.empty((C * d, C * d))
+            for a in range(C):
+                for b in range(a, C):
+                    weight = P[:, a] * ((a == b) - P[:, b])
+                    block = (self.X * weight[:, None]).T @ self.X / n
+                    H[a * d:(a + 1) * d, b * d:(b + 1) * d] = block
+                    H[b * d:(b + 1) * d, a * d:(a + 1) * d] = block.T
+            return g, H + self.l2 * np.eye(C * d)
         z = self.X @ w
         if self.loss == "squared":
             r, h = z - self.y, np.ones(n)
@@ -338,9 +394,22 @@ class Dataset(Problem):
         return res.status == 0
 
     def _solve(self, tol=1e-10, max_iter=100):
-        if self.loss == "logistic" and self.l2 == 0 and self._separable():
-            raise ValueError("the logistic data are linearly separable, so F has no minimiser w*: set l2 > 0")
-        w = np.zeros(self.X.shape[1])
+        separable = SeparableDataError(
+            "the logistic data are linearly separable, so F has no minimiser w*: set l2 > 0")
+        unregularised_logistic = self.loss == "logistic" and self.l2 == 0
+        try:
+            w = self._newton(tol, max_iter)
+        except ValueError:
+            if unregularised_logistic and self._separable():
+                raise separable from None
+            raise
+        # Where every margin is positive, 2w has a lower loss than w: no finite minimiser.
+        if unregularised_logistic and np.all(self.y * (self.X @ w) > 0):
+            raise separable
+        return w
+
+    def _newton(self, tol, max_iter):
+        w = np.zeros(self.dim)
         f = self.risk(w)[0]
         for _ in range(max_iter):
             g, H = self._grad_hess(w)
@@ -360,19 +429,26 @@ class Dataset(Problem):
         if np.linalg.norm(g) > 1e-8:
             raise ValueError(
                 f"Newton's method did not reach the minimiser w* (gradient norm {np.linalg.norm(g):.2e}); "
-                "try l2 > 0")
+                "separable data have none: try l2 > 0")
         return w
 
     constants_kind = "almost sure"
 
     def constants(self, w0=None) -> dict:
-        """β = max‖x‖² (÷4 for logistic) + l2; ρ on the ball ‖w − w*‖ ≤ D (exact max over the rows)."""
+        """β and ρ on the ball ‖w − w*‖ ≤ D, as exact maxima over the rows.
+
+        β = max‖x‖² (squared), max‖x‖²/4 (logistic), max‖x‖²/2 (softmax), plus l2;
+        ρ = max‖x‖(|x·w* − y| + ‖x‖D) (squared), max‖x‖ (logistic), √2·max‖x‖
+        (softmax: ‖p − e_y‖ ≤ √2), plus l2(‖w*‖ + D).
+        """
         D = self.distance(w0)
         norms = np.linalg.norm(self.X, axis=1)
         reg = self.l2 * (float(np.linalg.norm(self.w_star)) + D)
         if self.loss == "squared":
             beta = float((norms**2).max())
             rho = float((norms * (np.abs(self.X @ self.w_star - self.y) + norms * D)).max())
-        else:
+        elif self.loss == "logistic":
             beta, rho = float((norms**2).max()) / 4, float(norms.max())
+        else:
+            beta, rho = float((norms**2).max()) / 2, math.sqrt(2.0) * float(norms.max())
         return {"beta": beta + self.l2, "rho": rho + reg, "D": D}

@@ -5,6 +5,13 @@ import numpy as np
 
 def batch_loss_grad(X, y, w, loss, l2):
     """∇f_S(w) + l2·w for the batch (X, y), with NumPy's own matrix products."""
+    if loss == "softmax":  # w is the C×d weight matrix, flattened row-major; y the class index
+        W = w.reshape(-1, X.shape[1])
+        Z = X @ W.T
+        P = np.exp(Z - Z.max(axis=1, keepdims=True))
+        P /= P.sum(axis=1, keepdims=True)
+        P[np.arange(len(y)), y.astype(int)] -= 1.0
+        return (P.T @ X / len(y)).ravel() + l2 * w
     z = X @ w
     if loss == "squared":
         r = z - y
@@ -21,7 +28,7 @@ def echoed_run(X, Y, K, lr, method="gd", loss="squared", l2=0.0, momentum="neste
     rows: a list with one index array per step (sub-batches), or None for full batches.
     """
     T, _, d = X.shape
-    w = np.zeros(d) if w0 is None else np.array(w0, dtype=float)
+    w = np.zeros(d) if w0 is None else np.array(w0, dtype=float)  # pass w0 for softmax (C·d)
     w_prev = w.copy()
     iterates, ends = [], []
     out_last, out_avg, out_end = [], [], []

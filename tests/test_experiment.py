@@ -14,6 +14,7 @@ LS = LeastSquares(dim=6, design="gaussian", decay=1.0, noise_std=0.3)
 _rng = np.random.default_rng(0)
 LOGI = Dataset(_rng.standard_normal((50, 3)), np.where(_rng.random(50) < 0.5, -1.0, 1.0),
                loss="logistic", l2=0.1)
+SOFTMAX = Dataset(_rng.standard_normal((60, 3)), _rng.integers(0, 4, 60), loss="softmax", l2=0.05)
 
 
 @pytest.mark.parametrize("optimizer, method", [
@@ -24,7 +25,7 @@ LOGI = Dataset(_rng.standard_normal((50, 3)), np.where(_rng.random(50) < 0.5, -1
     (EchoedSGD(0.2, sub_batch=3), "gd"),
     (EchoedSGD(0.2, sub_batch=5, replace=False), "gd"),
 ])
-@pytest.mark.parametrize("problem", [LS, LOGI], ids=["least-squares", "dataset-logistic"])
+@pytest.mark.parametrize("problem", [LS, LOGI, SOFTMAX], ids=["least-squares", "dataset-logistic", "softmax"])
 def test_run_matches_naive_twin_on_the_same_batches(problem, optimizer, method, monkeypatch):
     monkeypatch.setattr(experiment, "CHUNK_BYTES", 1)  # several kernel calls: state must carry over
     T, B, seed = 40, 8, 11
@@ -34,7 +35,8 @@ def test_run_matches_naive_twin_on_the_same_batches(problem, optimizer, method, 
     rows = _sub_batch_rows(optimizer, seed, K, 0, T, B) if isinstance(optimizer, EchoedSGD) else None
     momentum = getattr(optimizer, "momentum", "nesterov")
     last, avg, end = echoed_run(X, Y, K, np.full(T, optimizer.lr), method=method, loss=problem.loss,
-                                l2=problem.l2, momentum=momentum, lam=optimizer.lam, rows=rows)
+                                l2=problem.l2, momentum=momentum, lam=optimizer.lam, rows=rows,
+                                w0=np.zeros(problem.dim))
     assert traj.status == "ok"
     np.testing.assert_array_equal(traj.batches, np.arange(T + 1))
     np.testing.assert_array_equal(traj.steps, np.concatenate([[0], np.cumsum(K)]))

@@ -17,6 +17,7 @@ def kernel_run(X, Y, K, lr, method="gd", loss="squared", l2=0.0, momentum="neste
     """Call the kernel once over all batches, logging after every batch."""
     T, _, d = X.shape
     w = np.zeros(d, dtype=dtype) if w0 is None else np.array(w0, dtype=dtype)
+    d = len(w)
     state = (w, w.copy(), np.zeros(d), np.zeros(d), np.zeros(2, dtype=np.int64))
     logs = (np.empty((T, d), dtype=dtype), np.empty((T, d)), np.empty((T, d)))
     rows = np.zeros((0, 0), dtype=np.int64) if rows is None else np.asarray(rows, dtype=np.int64)
@@ -33,6 +34,8 @@ def draw_problem(seed, T, B, d, loss):
     X = rng.standard_normal((T, B, d)) / np.sqrt(d)
     if loss == "squared":
         Y = X @ rng.standard_normal(d) + 0.1 * rng.standard_normal((T, B))
+    elif loss == "softmax":
+        Y = rng.integers(0, 3, size=(T, B)).astype(float)  # three classes
     else:
         Y = np.where(rng.random((T, B)) < 0.5, -1.0, 1.0)
     return X, Y, rng
@@ -42,7 +45,7 @@ def draw_problem(seed, T, B, d, loss):
     seed=st.integers(0, 2**32 - 1),
     T=st.integers(1, 6), B=st.integers(1, 9), d=st.integers(1, 7),
     method=st.sampled_from(["gd", "nesterov", "prox", "sgd"]),
-    loss=st.sampled_from(["squared", "logistic"]),
+    loss=st.sampled_from(["squared", "logistic", "softmax"]),
     l2=st.sampled_from([0.0, 0.05]),
     lr=st.floats(0.0, 0.5),
     momentum=st.sampled_from(["nesterov", 0.0, 0.7]),
@@ -53,7 +56,8 @@ def test_kernel_matches_naive_twin(seed, T, B, d, method, loss, l2, lr, momentum
     lrs = lr * rng.uniform(0.5, 1.0, size=T)
     rows = rng.integers(0, B, size=(int(K.sum()), max(1, B // 2))) if method == "sgd" else None
     kind = "gd" if method == "sgd" else method
-    args = dict(method=kind, loss=loss, l2=l2, momentum=momentum, lam=0.3, rows=rows)
+    w0 = rng.standard_normal(3 * d if loss == "softmax" else d)
+    args = dict(method=kind, loss=loss, l2=l2, momentum=momentum, lam=0.3, rows=rows, w0=w0)
     status, logs, _ = kernel_run(X, Y, K, lrs, **args)
     expected = echoed_run(X, Y, K, lrs, **args)
     assert status == -1

@@ -121,6 +121,44 @@ def test_dataset_w_star_is_a_stationary_point_and_minimum():
     np.testing.assert_allclose(ls.w_star, np.linalg.lstsq(X, X @ np.arange(4.0) + 0.1 * y, rcond=None)[0], rtol=1e-9)
 
 
+def test_softmax_dataset_w_star_is_the_multinomial_minimiser():
+    from scipy.optimize import minimize
+
+    rng = np.random.default_rng(4)
+    X = rng.standard_normal((200, 3))
+    y = np.argmax(X @ rng.standard_normal((3, 4)) + rng.gumbel(size=(200, 4)), axis=1)
+    p = Dataset(X, y, loss="softmax", l2=0.01)
+    assert p.dim == 12 and p.n_features == 3 and p.n_classes == 4
+    res = minimize(lambda w: p.risk(w)[0], np.zeros(12), method="BFGS", options={"gtol": 1e-10})
+    assert p.F_star <= res.fun + 1e-12
+    np.testing.assert_allclose(p.w_star, res.x, atol=1e-5)
+    W = p.w_star.reshape(4, 3)
+    Z = X @ W.T
+    by_hand = np.mean(np.log(np.exp(Z).sum(axis=1)) - Z[np.arange(200), y]) + 0.005 * (W**2).sum()
+    assert p.F_star == pytest.approx(by_hand, rel=1e-12)
+    Xb, yb = p.batches(0, 0, BATCHES_PER_BLOCK, 5)
+    assert Xb.shape == (BATCHES_PER_BLOCK, 5, 3) and set(np.unique(yb)) <= {0.0, 1.0, 2.0, 3.0}
+
+
+def test_softmax_constants_bound_every_row_gradient_and_curvature():
+    rng = np.random.default_rng(5)
+    X, y = rng.standard_normal((100, 3)), rng.integers(0, 3, 100)
+    p = Dataset(X, y, loss="softmax", l2=0.1)
+    c = p.constants()
+    for _ in range(20):
+        u = rng.standard_normal(9)
+        W = (p.w_star + c["D"] * u / np.linalg.norm(u)).reshape(3, 3)
+        Z = X @ W.T
+        P = np.exp(Z - Z.max(axis=1, keepdims=True))
+        P /= P.sum(axis=1, keepdims=True)
+        R = P - np.eye(3)[y]
+        grads = np.einsum("nc,nd->ncd", R, X).reshape(100, 9) + p.l2 * W.ravel()
+        assert np.linalg.norm(grads, axis=1).max() <= c["rho"] * (1 + 1e-12)
+        for i in range(0, 100, 10):  # per-example Hessian (diag(p) − ppᵀ) ⊗ xxᵀ
+            H = np.kron(np.diag(P[i]) - np.outer(P[i], P[i]), np.outer(X[i], X[i]))
+            assert np.linalg.eigvalsh(H).max() + p.l2 <= c["beta"] * (1 + 1e-12)
+
+
 def test_dataset_batches_are_drawn_with_replacement_from_the_rows():
     X, y = _logistic_table(n=20)
     p = Dataset(X, y, l2=0.1)
@@ -163,6 +201,8 @@ def test_separable_logistic_data_without_l2_is_refused():
     (lambda: Dataset(np.ones((3, 2)), np.array([0.0, 1.0, 1.0])), "-1, \\+1"),
     (lambda: Dataset(np.ones((3, 2)), np.ones(3), loss="hinge"), "loss"),
     (lambda: Dataset(np.ones((3, 2)), np.ones(3), l2=-1), "l2"),
+    (lambda: Dataset(np.ones((3, 2)), np.array([0.0, 1.5, 1.0]), loss="softmax"), "class indices"),
+    (lambda: Dataset(np.ones((3, 2)), np.array([0.0, 2.0, 1.0]), loss="softmax", n_classes=2), "n_classes"),
 ])
 def test_bad_problem_input_names_the_field(make, field):
     with pytest.raises(ValueError, match=field):

@@ -10,7 +10,7 @@ chunk calls. The Python facade is `echosim.experiment.run`; the naive twin is
 import numpy as np
 from numba import njit
 
-from echosim._kernels.codes import LOSS_SQUARED, METHOD_NESTEROV, METHOD_PROX
+from echosim._kernels.codes import LOSS_SOFTMAX, LOSS_SQUARED, METHOD_NESTEROV, METHOD_PROX
 
 # Reassociation lets LLVM vectorise the dot products; no 'nnan'/'ninf', because
 # divergence is detected through non-finite iterates.
@@ -19,7 +19,7 @@ _FASTMATH = {"reassoc", "contract", "nsz", "arcp"}
 
 @njit(cache=True, fastmath=_FASTMATH)
 def _dloss(z, y, loss):
-    """d/dz of the per-example loss at margin z: ½(z − y)² or log(1 + e^{−yz})."""
+    """d/dz of the per-example loss at margin z: ½(z − y)² or log(1 + e^{−yz}) (binary)."""
     if loss == LOSS_SQUARED:
         return z - y
     m = -y * z  # the derivative is −y·σ(−yz); written to avoid exp overflow
@@ -41,7 +41,38 @@ def _add_row_grad(X, y, i, w, loss, scale, g):
 
 
 @njit(cache=True, fastmath=_FASTMATH)
-def _batch_grad(X, y, rows, w, loss, l2, g):
+def _softmax_grad(X, y, rows, w, g, logits):
+    """g += ∇ of the mean multinomial loss; w holds the C×d weights row-major, y the class.
+
+    Per example, with p = softmax(W x): the gradient is (p − e_y) ⊗ x.
+    """
+    full = rows.shape[0] == 0
+    n = X.shape[0] if full else rows.shape[0]
+    d = X.shape[1]
+    C = logits.shape[0]
+    for k in range(n):
+        i = k if full else rows[k]
+        top = -np.inf
+        for c in range(C):
+            z = 0.0
+            for j in range(d):
+                z += X[i, j] * w[c * d + j]
+            logits[c] = z
+            top = max(top, z)
+        total = 0.0
+        for c in range(C):
+            logits[c] = np.exp(logits[c] - top)
+            total += logits[c]
+        label = int(y[i])
+        for c in range(C):
+            r = logits[c] / total - (1.0 if c == label else 0.0)
+            r /= n
+            for j in range(d):
+                g[c * d + j] += r * X[i, j]
+
+
+@njit(cache=True, fastmath=_FASTMATH)
+def _batch_grad(X, y, rows, w, loss, l2, g, logits):
     """g ← ∇f_S(w) + l2·w, over all rows of (X, y), or over `rows` if non-empty.
 
     The step is bound by loads, not arithmetic, so rows are taken four at a time:
@@ -51,6 +82,11 @@ def _batch_grad(X, y, rows, w, loss, l2, g):
     costs reference counting (atomic updates) that outweighs the arithmetic.
     """
     g[:] = 0.0
+    if loss == LOSS_SOFTMAX:
+        _softmax_grad(X, y, rows, w, g, logits)
+        for j in range(w.shape[0]):
+            g[j] += l2 * w[j]
+        return
     full = rows.shape[0] == 0
     n = X.shape[0] if full else rows.shape[0]
     scale = 1.0 / n
@@ -110,6 +146,7 @@ def echo_chunk(
     g = np.empty_like(w)
     ahead = np.empty_like(w)
     anchor = np.empty_like(w)
+    logits = np.empty(w.shape[0] // X.shape[2], dtype=np.float64)  # softmax: C classes
     no_rows = np.empty(0, dtype=np.int64)
     step_in_chunk = 0
     next_log = 0
@@ -126,12 +163,12 @@ def echo_chunk(
                 mu = k / (k + 3.0) if momentum < 0.0 else momentum
                 for j in range(d):
                     ahead[j] = w[j] + mu * (w[j] - w_prev[j])
-                _batch_grad(Xt, Yt, r, ahead, loss, l2, g)
+                _batch_grad(Xt, Yt, r, ahead, loss, l2, g, logits)
                 for j in range(d):
                     w_prev[j] = w[j]
                     w[j] = ahead[j] - eta * g[j]
             else:
-                _batch_grad(Xt, Yt, r, w, loss, l2, g)
+                _batch_grad(Xt, Yt, r, w, loss, l2, g, logits)
                 if method == METHOD_PROX:
                     for j in range(d):
                         g[j] += lam * (w[j] - anchor[j])
