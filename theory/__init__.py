@@ -9,36 +9,8 @@ problem's constants dict can be splatted in::
     theory.echoed_gd_bound(**problem.constants(), B=64, T=500, K=4)
 """
 
-from theory.bounds import (
-    batches_to_accuracy,
-    echoed_agd_bound,
-    echoed_agd_lr,
-    echoed_gd_bound,
-    echoed_gd_lr,
-    echoed_prox_bound,
-    echoed_prox_param,
-    minibatch_sgd_bound,
-    saturation_echo,
-    stability_gd,
-    variable_echo_bound,
-    variable_echo_lr,
-)
-from theory.timing import echo_speedup, pipeline_time, time_to_accuracy
+from theory import bounds, timing
+from theory.bounds import *  # noqa: F403 (the public names are listed in bounds.__all__)
+from theory.timing import *  # noqa: F403
 
-__all__ = [
-    "minibatch_sgd_bound",
-    "echoed_gd_bound",
-    "echoed_gd_lr",
-    "stability_gd",
-    "echoed_prox_bound",
-    "echoed_prox_param",
-    "echoed_agd_bound",
-    "echoed_agd_lr",
-    "variable_echo_bound",
-    "variable_echo_lr",
-    "batches_to_accuracy",
-    "saturation_echo",
-    "pipeline_time",
-    "echo_speedup",
-    "time_to_accuracy",
-]
+__all__ = bounds.__all__ + timing.__all__
