@@ -147,16 +147,33 @@ def run(problem: Problem, optimizer: Optimizer, *, batch_size: int, echo=1, n_ba
 
     Parameters
     ----------
-    problem : a `Problem` (LeastSquares, Logistic, Dataset).
-    optimizer : an optimizer spec (MinibatchSGD, EchoedGD, EchoedSGD, EchoedNesterov, EchoedProx).
-    batch_size : B, examples per fresh batch.
-    echo : K — an int, an integer array of K_t (one per batch), or a pipeline Schedule.
-    n_batches : T (optional when echo is an array or a Schedule).
-    seed : the data seed: fresh batch t is a pure function of (seed, t, B).
-    dtype : "float64" (default) or "float32" for data and iterate.
-    log : "auto", "all", a number of log-spaced points, or batch counts to log at
-        (with an example-echoing schedule: step counts).
-    w0 : starting point (default 0).
+    problem : Problem
+        LeastSquares, Logistic or Dataset.
+    optimizer : Optimizer
+        MinibatchSGD, EchoedGD, EchoedSGD, EchoedNesterov or EchoedProx.
+    batch_size : int
+        B, examples per fresh batch.
+    echo : int, array of int, or Schedule
+        K for every batch, K_t per batch, or a pipeline schedule (which also gives
+        the simulated wall-clock time of every step).
+    n_batches : int, optional
+        T; optional when echo is an array or a Schedule.
+    seed : int
+        The data seed: fresh batch t is a pure function of (seed, t, B).
+    dtype : {"float64", "float32"}
+        Precision of the data and the iterate.
+    log : "auto", "all", int or array of int
+        Where to log: every batch up to 1000 batches then 400 log-spaced points
+        ("auto"), every batch, a number of log-spaced points, or the batch counts
+        themselves (with an example-echoing schedule: step counts).
+    w0 : array, optional
+        The starting point (default 0).
+
+    Returns
+    -------
+    Trajectory
+        Excess risk of the last, averaged and batch-end-averaged iterates at the
+        logged points, with step counts, simulated time and status.
     """
     if not isinstance(problem, Problem):
         raise ValueError(f"problem must be an echosim Problem, got {type(problem).__name__}")

@@ -70,7 +70,7 @@ def _check_lr(lr):
 
 
 class Optimizer:
-    """Base of the specs; `code` and `kernel_args` are what the Numba kernel needs."""
+    """Base of the specs: the kernel's method code and its hyper-parameters as attributes."""
 
     method = _k.METHOD_GD
     sub_batch: int | None = None

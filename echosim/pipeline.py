@@ -71,9 +71,9 @@ Blocked workers (``loader_blocked_fraction`` in `Schedule.summary`): under
 workers while batches remain to be started (they lack a free slot).
 
 Closed forms (checked in the tests). With deterministic times and W = 1, policy
-"fixed" spends exactly time(e) = max(t_up, e*t_down + h) per fresh batch in steady
+"fixed" spends exactly time(e) = `max(t_up, e*t_down + h)` per fresh batch in steady
 state, Choi et al.'s time(e) (with h = 0). With W workers the long-run time per
-batch is max(t_up/W_busy, e*t_down + h), W_busy = W under "after" and min(W, C)
+batch is `max(t_up/W_busy, e*t_down + h)`, W_busy = W under "after" and min(W, C)
 under "before". "greedy" with max_echo = e <= R = t_up/t_down is "fixed" with
 K_t = e; with a larger max_echo it fills the idle time, mean K_t -> R, except that
 with C = 1 under "before" the loader cannot run ahead (it starts batch t+1 only
@@ -228,8 +228,10 @@ class Pipeline:
 class Schedule:
     """When each fresh batch is ready and which batch every optimizer step uses.
 
-    T = ``n_batches`` fresh batches, N = ``n_steps`` optimizer steps. Plain arrays:
+    T = ``n_batches`` fresh batches, N = ``n_steps`` optimizer steps.
 
+    Attributes
+    ----------
     ready_time : float64[T]
         When fresh batch t became available to the accelerator.
     steps_per_batch : int64[T]

@@ -165,13 +165,22 @@ class LeastSquares(_SyntheticDesign, Problem):
 
     Parameters
     ----------
-    dim : dimension d.
-    design : "gaussian" (x ~ N(0, Σ), Σ = diag(i^{−decay})) or "sphere" (‖x‖ = radius).
-    decay : power-law exponent a of the spectrum λ_i = i^{−a} (0: isotropic).
-    radius : sphere radius r (design "sphere").
-    noise : "gaussian" N(0, σ²) or "uniform" on [−σ√3, σ√3] (bounded, so ρ is finite).
-    noise_std : σ.
-    w_star : the true parameter; default a vector of norm ``w_star_norm`` with equal entries.
+    dim : int
+        Dimension d.
+    design : {"gaussian", "sphere"}
+        x ~ N(0, Σ) with Σ = diag(i^{−decay}), or x uniform on the sphere ‖x‖ = radius.
+    decay : float
+        Power-law exponent a of the spectrum λ_i = i^{−a} (0: isotropic).
+    radius : float
+        Sphere radius r (design "sphere").
+    noise : {"gaussian", "uniform"}
+        N(0, σ²), or uniform on [−σ√3, σ√3] (bounded, so ρ is finite).
+    noise_std : float
+        σ.
+    w_star : array, optional
+        The true parameter; default a vector of norm ``w_star_norm`` with equal entries.
+    w_star_norm : float
+        ‖w*‖ of the default w*.
     """
 
     loss = "squared"
@@ -232,7 +241,10 @@ class Logistic(_SyntheticDesign, Problem):
     Monte-Carlo noise by reducing it to two one-dimensional integrals
     (``echosim._logistic_risk``), accurate to about 1e-10.
 
-    Parameters are as for `LeastSquares` (design, decay, radius, w_star, w_star_norm).
+    Parameters
+    ----------
+    dim, design, decay, radius, w_star, w_star_norm
+        As for `LeastSquares` (the default design here is "sphere", ‖w*‖ = 2).
     """
 
     loss = "logistic"
@@ -284,13 +296,19 @@ class Dataset(Problem):
 
     Parameters
     ----------
-    X : array (n, d).
-    y : array (n,) — labels in {−1, +1} for "logistic", class indices 0..C−1 for
-        "softmax", real targets for "squared".
-    loss : "logistic", "softmax" (multinomial logistic) or "squared".
-    l2 : L2 regularisation weight (needed for logistic regression on separable data).
-    n_classes : C for "softmax" (default: the largest label + 1).
-    name : a label for results.
+    X : array of shape (n, d)
+        The features.
+    y : array of shape (n,)
+        Labels in {−1, +1} for "logistic", class indices 0..C−1 for "softmax",
+        real targets for "squared".
+    loss : {"logistic", "softmax", "squared"}
+        Binary logistic, multinomial logistic, or squared loss.
+    l2 : float
+        L2 regularisation weight (needed for logistic regression on separable data).
+    name : str
+        A label for results.
+    n_classes : int, optional
+        C for "softmax" (default: the largest label + 1).
     """
 
     def __init__(self, X, y, loss="logistic", l2=0.0, name="dataset", n_classes=None):

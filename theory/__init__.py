@@ -4,7 +4,7 @@ Bounds from Agarwal, Anil, Koren, Talwar, Zhang, "Stochastic Optimization with L
 Data Pipelines" (NeurIPS 2020) and the pipeline timing model of Choi et al. (2019).
 Derivations: ``docs/background/bounds.md``. Every function is vectorised over its
 arguments; keyword names follow the paper (``beta, rho, D, B, T, K, lr, eps``), so a
-problem's constants dict can be splatted in::
+problem's constants dict can be splatted in:
 
     theory.echoed_gd_bound(**problem.constants(), B=64, T=500, K=4)
 """

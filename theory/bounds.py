@@ -77,7 +77,7 @@ def echoed_gd_bound(beta, rho, D, B, T, K, lr=None):
 
     $$\frac{D^2}{2\eta K T} + \frac{2\eta\rho^2 K}{B}$$
 
-    Without ``lr`` (tuned step, :func:`echoed_gd_lr`):
+    Without ``lr`` (tuned step, `echoed_gd_lr`):
 
     $$\frac{\beta D^2}{2KT} + \frac{2\rho D}{\sqrt{BT}}$$
 
@@ -107,7 +107,7 @@ def echoed_gd_lr(beta, rho, D, B, T, K):
 
     $$\eta^\star = \min\Bigl\{\frac{1}{\beta},\ \frac{D}{2\rho K}\sqrt{\frac{B}{T}}\Bigr\}$$
 
-    At $\eta^\star$ the fixed-step bound of :func:`echoed_gd_bound` is at most the
+    At $\eta^\star$ the fixed-step bound of `echoed_gd_bound` is at most the
     tuned one. In the noise-dominated regime $\eta^\star \propto 1/K$.
 
     Source: derived here, see ``docs/background/bounds.md#echoed-gd``.
@@ -168,18 +168,18 @@ def _echo_counts(K_t):
 def variable_echo_bound(beta, rho, D, B, K_t, lr=None):
     r"""Echoed-GD bound when batch $t$ gets $K_t$ steps (``K_t``: last axis = batches).
 
-    Setting: as :func:`echoed_gd_bound`, with the step counts $K_t$ fixed in advance
+    Setting: as `echoed_gd_bound`, with the step counts $K_t$ fixed in advance
     or random but independent of the data (pipeline timing never looks at the data).
     Output ``avg``: the uniform average of all $\sum_t K_t$ inner iterates.
     With $S_1 = \sum_t K_t$, $S_2 = \sum_t K_t^2$ and a fixed step $\eta \le 1/\beta$:
 
     $$\frac{D^2}{2\eta S_1} + \frac{2\eta\rho^2 S_2}{B S_1}$$
 
-    Without ``lr`` (tuned step, :func:`variable_echo_lr`):
+    Without ``lr`` (tuned step, `variable_echo_lr`):
 
     $$\frac{\beta D^2}{2 S_1} + \frac{2\rho D\sqrt{S_2}}{\sqrt{B}\,S_1}$$
 
-    Both reduce to :func:`echoed_gd_bound` when $K_t \equiv K$. Entries $K_t = 0$ (a
+    Both reduce to `echoed_gd_bound` when $K_t \equiv K$. Entries $K_t = 0$ (a
     batch never stepped on) are allowed; each series needs $S_1 > 0$.
 
     Source: derived here, see ``docs/background/bounds.md#variable-echo``.
@@ -234,7 +234,7 @@ def echoed_prox_param(beta, rho, D, B, T, K):
 
     $$\lambda = \frac{2\rho}{D}\sqrt{\frac{T}{B}}, \qquad \gamma = \frac{1}{\beta + \lambda}$$
 
-    With it, :func:`echoed_prox_bound` holds for any $K \ge 1$.
+    With it, `echoed_prox_bound` holds for any $K \ge 1$.
 
     Source: derived here, see ``docs/background/bounds.md#echoed-proximal-gd``.
 
@@ -263,7 +263,7 @@ def echoed_prox_bound(beta, rho, D, B, T, K, lam=None, inner_lr=None):
     Setting: convex, $\beta$-smooth, $\rho$-Lipschitz loss; $K$ inner GD steps of size
     $\gamma \le 1/(\beta+\lambda)$ on $f_{S_t}(u) + \frac{\lambda}{2}\|u - w_{t-1}\|^2$.
 
-    Default (the parameters of :func:`echoed_prox_param`), Theorem 10 as reported:
+    Default (the parameters of `echoed_prox_param`), Theorem 10 as reported:
 
     $$\sqrt{1 + 1/K}\,\frac{2\rho D}{\sqrt{BT}} + \frac{\beta D^2}{2KT}$$
 
@@ -354,7 +354,7 @@ def echoed_agd_bound(beta, rho, D, B, T, K, lr=None):
 
     $$\frac{2D^2/\eta + \tfrac32\beta D^2 + \sqrt{2}\,\eta\rho^2\Sigma_{K,T}/B}{(KT+2)^2}$$
 
-    Without ``lr`` (tuned step, :func:`echoed_agd_lr`, where $\Sigma_{K,T}$ is defined):
+    Without ``lr`` (tuned step, `echoed_agd_lr`, where $\Sigma_{K,T}$ is defined):
 
     $$\frac{3.5\,\beta D^2 + 2^{7/4}\rho D\sqrt{\Sigma_{K,T}/B}}{(KT)^2}
     \;\approx\; \frac{3.5\,\beta D^2}{(KT)^2} + 1.94\sqrt{1 + \tfrac1K}\,

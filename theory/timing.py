@@ -76,9 +76,9 @@ def echo_speedup(R, e, fresh_ratio=1.0):
 def time_to_accuracy(eps, beta, rho, D, B, K, t_up=None, t_down=None, *, throughput=None):
     r"""Predicted wall-clock time until the tuned echoed-GD bound reaches $\varepsilon$.
 
-    Combines the fresh batches needed (:func:`~theory.batches_to_accuracy`) with the
+    Combines the fresh batches needed (`batches_to_accuracy`) with the
     pipeline's throughput. Give either ``(t_up, t_down)`` (the model of
-    :func:`pipeline_time` with $e = K$) or a measured ``throughput`` (fresh batches
+    `pipeline_time` with $e = K$) or a measured ``throughput`` (fresh batches
     per unit time, e.g. from a simulated Schedule):
 
     $$\mathrm{time}_\varepsilon = T_\varepsilon \cdot \max\{t_{up}, K t_{down}\}
