@@ -33,6 +33,11 @@ _EXPORTS = {
     "Schedule": "echosim.pipeline",
     "simulate": "echosim.pipeline",
     "simulate_with_times": "echosim.pipeline",
+    "load_config": "echosim.config",
+    "ConfigError": "echosim.config",
+    "run_sweep": "echosim.sweep",
+    "median_band": "echosim.plots",
+    "overlay": "echosim.plots",
 }
 
 __all__ = ["__version__", *_EXPORTS]

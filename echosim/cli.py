@@ -1,43 +1,496 @@
-"""Command line: python -m echosim <subcommand>."""
+"""Command line: python -m echosim <subcommand>.
+
+Subcommands: ``sweep`` (a grid of runs, resumable, local processes or Dask), ``run``
+(one configuration), ``plot`` (figures from a results directory), ``bounds`` (evaluate
+a theory function), ``info`` (versions, Numba, cores, kernel cache). Bad input anywhere
+prints one line on stderr and exits with status 2, without a traceback.
+"""
 
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 
+EXIT_BAD_INPUT = 2
 
-def _cmd_run(args) -> int:
-    import echosim
 
-    problem = echosim.Logistic(dim=20, design="sphere", radius=1.0, w_star_norm=2.0)
-    optimizer = echosim.EchoedGD(lr=args.lr)
-    traj = echosim.run(problem, optimizer, batch_size=args.batch_size, echo=args.echo,
-                       n_batches=args.n_batches, seed=args.seed)
-    for key, value in traj.summary().items():
-        print(f"{key:>20}: {value}")
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors (exit 2) instead of usage + message."""
+
+    def error(self, message):
+        self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message} (see --help)\n")
+
+
+class _Formatter(argparse.RawDescriptionHelpFormatter):
+    pass
+
+
+# --------------------------------------------------------------------------- sweep
+
+
+def _cmd_sweep(args) -> int:
+    from echosim import config as cfg
+    from echosim import sweep
+
+    conf = cfg.load_config(args.config, overrides=args.set or ())
+    out = args.out if args.out is not None else conf.default_out()
+    workers = sweep.default_workers() if args.workers is None else args.workers
+    if args.dry_run:
+        est = sweep.estimate(conf, out=out, workers=workers)
+        print(f"{conf.name} ({conf.source}): {conf.describe()}")
+        print(f"output: {out} ({est['n_runs'] - est['n_pending']} of {est['n_runs']} runs already finished)")
+        where = f"the Dask cluster at {args.scheduler}" if args.scheduler else f"{est['workers']} local worker(s)"
+        print(f"estimated time: {_seconds(est['seconds'])} for {est['n_pending']} runs on {where}, plus "
+              f"{_seconds(est['compile_seconds'])} compile/load of the kernels")
+        print(f"estimate: {est['method']}")
+        return 0
+    report = sweep.run_sweep(conf, out=out, workers=workers, scheduler=args.scheduler,
+                             progress=not args.quiet)
+    how = f"Dask at {args.scheduler}" if args.scheduler else f"{report.workers} worker(s)"
+    print(f"{conf.name}: {report.n_runs} runs ({report.n_new} run now, {report.n_resumed} resumed) "
+          f"in {report.elapsed:.1f} s on {how}; kernels ready in {report.compile_seconds:.1f} s")
+    c = report.counts
+    print(f"status: {c['ok']} ok, {c['diverged']} diverged, {c['failed']} failed; results in {report.out}")
+    print()
+    print(sweep.format_tuned(report.tuned, conf))
+    check = sweep.regime_check(report.tuned, report.summary, conf.settings.get("rtol"))
+    if check:
+        print()
+        print(check)
+    if not args.no_plot:
+        from echosim.plots import plot_results
+
+        try:
+            files = plot_results(report.out)
+        except ValueError as exc:
+            print(f"(no figure: {exc})")
+        else:
+            print()
+            print("figures: " + ", ".join(str(f) for f in files))
+    if c["failed"]:
+        first = report.summary.loc[report.summary["status"] == "failed", "error"].iloc[0]
+        print(f"echosim sweep: {c['failed']} run(s) failed (first: {first}); re-run the same command "
+              "to retry them", file=sys.stderr)
+        return 1
     return 0
 
 
+def _seconds(s: float) -> str:
+    if s < 120:
+        return f"{s:.1f} s"
+    return f"{s / 60:.1f} min"
+
+
+# --------------------------------------------------------------------------- run
+
+
+_RUN_DEFAULTS = {"optimizer.lr": 1.0, "optimizer.batch_size": 64, "optimizer.echo": 4,
+                 "sweep.n_batches": 500, "sweep.repetitions": 1}
+
+
+def _single_run_config(args):
+    import tomllib
+    from importlib import resources
+
+    from echosim import config as cfg
+
+    shorthand = []
+    for flag, key in (("batch_size", "optimizer.batch_size"), ("echo", "optimizer.echo"),
+                      ("n_batches", "sweep.n_batches"), ("lr", "optimizer.lr"), ("seed", "sweep.seed")):
+        value = getattr(args, flag)
+        if value is not None:
+            shorthand.append(f"{key}={value}")
+    overrides = [*shorthand, *(args.set or ())]
+    if args.config is not None:
+        return cfg.load_config(args.config, overrides=overrides)
+    # the default sweep's problem and pipeline, one setting of the optimizer
+    text = resources.files("echosim").joinpath(cfg.DEFAULT_TOML).read_text(encoding="utf-8")
+    data = tomllib.loads(text)
+    data.pop("joint", None)
+    for key, value in _RUN_DEFAULTS.items():
+        section, name = key.split(".")
+        data[section][name] = value
+    return cfg.parse_config(data, source="<default run>", overrides=overrides, text=text)
+
+
+def _cmd_run(args) -> int:
+    from echosim import results
+    from echosim.sweep import execute_run
+
+    conf = _single_run_config(args)
+    if len(conf.runs) != 1:
+        axes = ", ".join(conf.axes) or "sweep.repetitions"
+        raise ValueError(f"the config gives {len(conf.runs)} runs, run needs exactly one: fix the varying "
+                         f"keys with --set (varying: {axes})")
+    spec = conf.runs[0]
+    payload = execute_run(spec)
+    row = dict(payload["summary"])
+    if payload["curves"] is not None:
+        row.update(results._analysis(row, payload["curves"], conf.settings))
+    keys = [k for k in row if not k.startswith("version.")]
+    width = max(len(k) for k in keys)
+    for k in keys:
+        v = row[k]
+        if isinstance(v, float):
+            v = "never" if math.isinf(v) else f"{v:.6g}"
+        print(f"{k:>{width}}: {v}")
+    if row["status"] == "failed":
+        print(f"echosim run: the run failed: {row['error']}", file=sys.stderr)
+        return 1
+    return 0
+
+
+# --------------------------------------------------------------------------- plot
+
+
+def _cmd_plot(args) -> int:
+    from echosim.plots import plot_results
+
+    formats = tuple(f.strip() for f in args.format.split(",") if f.strip())
+    files = plot_results(args.results, out=args.out, formats=formats)
+    for f in files:
+        print(f)
+    return 0
+
+
+# --------------------------------------------------------------------------- figures
+
+
+def _cmd_figures(args) -> int:
+    from echosim.figures import make_figures
+
+    only = [n.strip() for n in args.only.split(",") if n.strip()] if args.only else None
+    files = make_figures(out_dir=args.out, quick=args.quick, only=only, workers=args.workers)
+    for path in files.values():
+        print(path)
+    return 0
+
+
+_FIGURES_EXAMPLES = """\
+examples:
+  python -m echosim figures                      # every docs figure into docs/figures (~3 min on 2 cores)
+  python -m echosim figures --quick --out /tmp/f # tiny settings, for CI (~15 s)
+  python -m echosim figures --only speedup_vs_R,greedy_vs_fixed"""
+
+
+# --------------------------------------------------------------------------- bounds
+
+
+def _theory_functions() -> dict:
+    import theory
+
+    return {name: getattr(theory, name) for name in theory.__all__}
+
+
+def _bound_value(text: str, name: str):
+    import numpy as np
+
+    if text.lower() == "none":
+        return None
+    try:
+        values = [float(v) for v in text.split(",")]
+    except ValueError:
+        raise ValueError(f"--{name}: expected a number or comma-separated numbers, got {text!r}") from None
+    return values[0] if len(values) == 1 else np.array(values)
+
+
+def _cmd_bounds(args) -> int:
+    import inspect
+
+    import numpy as np
+
+    funcs = _theory_functions()
+    if args.function in (None, "list"):
+        for name, f in funcs.items():
+            print(f"{name}{inspect.signature(f)}")
+        return 0
+    if args.function not in funcs:
+        raise ValueError(f"unknown theory function {args.function!r}; allowed: {', '.join(funcs)}")
+    f = funcs[args.function]
+    sig = inspect.signature(f)
+    rest = list(args.params)
+    if any(r in ("-h", "--help") for r in rest):
+        doc = inspect.getdoc(f) or ""
+        print(f"python -m echosim bounds {args.function} " +
+              " ".join(f"--{p} X" if p.default is inspect.Parameter.empty else f"[--{p} X]"
+                       for p in sig.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD))
+        print()
+        print(doc)
+        return 0
+    kwargs = {}
+    i = 0
+    while i < len(rest):
+        tok = rest[i]
+        if not tok.startswith("--") or tok == "--":
+            raise ValueError(f"bounds {args.function}: expected --NAME VALUE, got {tok!r}")
+        name, eq, value = tok[2:].partition("=")
+        if not eq:
+            if i + 1 >= len(rest):
+                raise ValueError(f"--{name}: missing a value")
+            value = rest[i + 1]
+            i += 1
+        i += 1
+        if name not in sig.parameters:
+            raise ValueError(f"{args.function} has no argument --{name}; allowed: "
+                             + ", ".join(f"--{p}" for p in sig.parameters))
+        if name in kwargs:
+            raise ValueError(f"--{name} given twice")
+        kwargs[name] = _bound_value(value, name)
+    missing = [p for p, v in sig.parameters.items() if v.default is inspect.Parameter.empty
+               and v.kind is v.POSITIONAL_OR_KEYWORD and p not in kwargs]
+    if missing:
+        raise ValueError(f"{args.function}: missing " + ", ".join(f"--{m}" for m in missing))
+    value = f(**kwargs)
+    arr = np.asarray(value, dtype=float)
+    if arr.ndim == 0:
+        print(f"{float(arr):.10g}")
+    else:
+        for v in arr.reshape(-1):
+            print(f"{v:.10g}")
+    return 0
+
+
+# --------------------------------------------------------------------------- info
+
+
+def _kernel_cache_status() -> list[str]:
+    from pathlib import Path
+
+    import echosim
+
+    root = Path(echosim.__file__).parent / "_kernels"
+    lines = []
+    for module in ("optim", "des"):
+        cache = root / "__pycache__"
+        nbi = sorted(cache.glob(f"{module}.*.nbi")) if cache.is_dir() else []
+        nbc = sorted(cache.glob(f"{module}.*.nbc")) if cache.is_dir() else []
+        state = f"cached ({len(nbi)} index files, {len(nbc)} compiled objects)" if nbc else "not cached yet " \
+            "(compiled on first use, ~seconds)"
+        lines.append(f"  echosim._kernels.{module}: {state}")
+    return lines
+
+
+def _cmd_info(args) -> int:
+    import os
+    import platform
+    from importlib import metadata
+
+    import numba
+
+    print(f"python {platform.python_version()} on {platform.platform()}")
+    for name in ("echosim", "numpy", "numba", "scipy", "matplotlib", "pyarrow", "pandas", "dask", "distributed"):
+        try:
+            v = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            v = "not installed" + (" (optional: pip install 'echosim[dask]')" if name in ("dask", "distributed")
+                                   else " (optional: pip install 'echosim[sweep]')" if name in ("pyarrow", "pandas")
+                                   else "")
+        print(f"  {name}: {v}")
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover
+        cores = os.cpu_count()
+    print(f"cores: {os.cpu_count()} (usable by this process: {cores}; sweep --workers defaults to {cores})")
+    try:
+        layer = numba.threading_layer()
+    except ValueError:
+        layer = "not initialised (no parallel Numba code has run in this process)"
+    available = []
+    for name, mod in (("tbb", "numba.np.ufunc.tbbpool"), ("omp", "numba.np.ufunc.omppool"),
+                      ("workqueue", "numba.np.ufunc.workqueue")):
+        try:
+            __import__(mod)
+            available.append(name)
+        except Exception:  # noqa: BLE001 - any import failure means unavailable
+            pass
+    print(f"numba threading layer: {layer}; configured: {numba.config.THREADING_LAYER}; "
+          f"available: {', '.join(available) or 'none'}; NUMBA_NUM_THREADS={numba.config.NUMBA_NUM_THREADS}")
+    print("  (echosim's kernels are serial; sweeps run in parallel across processes)")
+    cache_dir = numba.config.CACHE_DIR or "next to the sources (__pycache__)"
+    print(f"numba kernel cache: {cache_dir}")
+    for line in _kernel_cache_status():
+        print(line)
+    return 0
+
+
+# --------------------------------------------------------------------------- parser
+
+
+_MAIN_EXAMPLES = """\
+examples:
+  python -m echosim sweep --dry-run        # the default Figure-2-style sweep: runs, estimated time
+  python -m echosim sweep                  # run it; re-run to resume
+  python -m echosim run --echo 4 --lr 0.5  # one run, its summary
+  python -m echosim plot echosim-results/figure2-<hash>
+  python -m echosim figures --quick --out /tmp/figures
+  python -m echosim bounds echoed_gd_bound --beta 0.25 --rho 1 --D 2 --B 64 --T 500 --K 4
+  python -m echosim info
+Each subcommand has --help with examples."""
+
+_SWEEP_EXAMPLES = """\
+examples:
+  python -m echosim sweep                         # the default Figure-2-style sweep
+  python -m echosim sweep examples/sweep.toml --workers 2
+  python -m echosim sweep my.toml --dry-run       # number of runs and estimated time
+  python -m echosim sweep my.toml --set optimizer.echo=[1,2,4] --set sweep.repetitions=5
+  python -m echosim sweep my.toml --scheduler tcp://127.0.0.1:8786   # on a Dask cluster
+Re-running the same command resumes: finished runs are skipped, failed ones retried.
+The config schema is documented in docs/sweep.md."""
+
+_RUN_EXAMPLES = """\
+examples:
+  python -m echosim run                           # one run of the default problem/pipeline
+  python -m echosim run --batch-size 64 --echo 4 --lr 0.5 --n-batches 500
+  python -m echosim run my.toml --set optimizer.lr=0.3 --set optimizer.echo=2"""
+
+_PLOT_EXAMPLES = """\
+examples:
+  python -m echosim plot echosim-results/figure2-1a2b3c4d5e
+  python -m echosim plot RESULTS --out figs --format png"""
+
+_BOUNDS_EXAMPLES = """\
+examples:
+  python -m echosim bounds list
+  python -m echosim bounds echoed_gd_bound --beta 0.25 --rho 1 --D 2 --B 64 --T 500 --K 4
+  python -m echosim bounds echoed_gd_bound --beta 0.25 --rho 1 --D 2 --B 64 --T 500 --K 1,2,4,8
+  python -m echosim bounds saturation_echo --eps 0.01 --beta 1 --rho 1 --B 6400
+  python -m echosim bounds echoed_gd_bound --help   # its arguments and docstring"""
+
+_INFO_EXAMPLES = """\
+examples:
+  python -m echosim info"""
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m echosim", description=__doc__)
-    sub = parser.add_subparsers(dest="command")
-    run = sub.add_parser("run", help="run one echoed-GD simulation and print its summary")
-    run.add_argument("--batch-size", type=int, default=64)
-    run.add_argument("--echo", type=int, default=4)
-    run.add_argument("--n-batches", type=int, default=500)
-    run.add_argument("--lr", type=float, default=1.0)
-    run.add_argument("--seed", type=int, default=0)
-    run.set_defaults(func=_cmd_run)
+    parser = _Parser(prog="python -m echosim", formatter_class=_Formatter,
+                     description="Simulate data echoing under laggard data pipelines, next to the theory "
+                     "that bounds it. Bad input prints one line on stderr and exits with status 2.",
+                     epilog=_MAIN_EXAMPLES)
+    sub = parser.add_subparsers(dest="command", parser_class=_Parser, metavar="{sweep,run,plot,figures,bounds,info}")
+
+    sw = sub.add_parser("sweep", help="run a grid of simulations (resumable; local processes or Dask)",
+                        description="Run every run of a sweep config that has no result yet, merge the "
+                        "results and print the tuned table.", epilog=_SWEEP_EXAMPLES, formatter_class=_Formatter)
+    sw.add_argument("config", nargs="?", help="TOML config (default: the embedded Figure-2-style sweep)")
+    sw.add_argument("--out", help="results directory (default: echosim-results/<name>-<config hash>)")
+    sw.add_argument("--workers", type=_positive_int, help="local worker processes (default: all cores)")
+    sw.add_argument("--scheduler", metavar="ADDRESS", help="run on an existing Dask distributed cluster")
+    sw.add_argument("--dry-run", action="store_true", help="print the number of runs and an estimated time")
+    sw.add_argument("--set", action="append", metavar="KEY=VALUE",
+                    help="override a config key (TOML value), e.g. optimizer.echo=[1,2]; repeatable")
+    sw.add_argument("--no-plot", action="store_true", help="do not write the figures")
+    sw.add_argument("--quiet", action="store_true", help="no progress output")
+    sw.set_defaults(func=_cmd_sweep)
+
+    rn = sub.add_parser("run", help="run one configuration and print its summary",
+                        description="Run one configuration (a config that expands to a single run) "
+                        "and print its summary.", epilog=_RUN_EXAMPLES, formatter_class=_Formatter)
+    rn.add_argument("config", nargs="?", help="TOML config giving one run (default: the default problem "
+                    "and pipeline with B=64, K=4, lr=1, T=500)")
+    rn.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config key; repeatable")
+    rn.add_argument("--batch-size", type=_positive_int, help="B (optimizer.batch_size)")
+    rn.add_argument("--echo", type=_positive_float, help="K (optimizer.echo)")
+    rn.add_argument("--n-batches", type=_positive_int, help="T (sweep.n_batches)")
+    rn.add_argument("--lr", type=_nonneg_float, help="learning rate (optimizer.lr)")
+    rn.add_argument("--seed", type=_nonneg_int, help="base seed (sweep.seed)")
+    rn.set_defaults(func=_cmd_run)
+
+    pl = sub.add_parser("plot", help="figures from a results directory (PNG and PDF)",
+                        description="Convergence time vs K per B (KT, BT, wall-clock, tuned lr) and "
+                        "excess risk vs wall-clock with the theory bound.", epilog=_PLOT_EXAMPLES,
+                        formatter_class=_Formatter)
+    pl.add_argument("results", help="a sweep's results directory")
+    pl.add_argument("--out", help="where to write the figures (default: the results directory)")
+    pl.add_argument("--format", default="png,pdf", help="comma-separated: png, pdf, svg (default png,pdf)")
+    pl.set_defaults(func=_cmd_plot)
+
+    fg = sub.add_parser("figures", help="(re)generate every docs figure from the configs kept in the repo",
+                        description="Make the figures of docs/figures.md from echosim/figure_configs/*.toml, "
+                        "offline.", epilog=_FIGURES_EXAMPLES, formatter_class=_Formatter)
+    fg.add_argument("--out", default="docs/figures", help="output directory (default: docs/figures)")
+    fg.add_argument("--quick", action="store_true", help="tiny settings (for CI): well under a minute")
+    fg.add_argument("--only", help="comma-separated figure names (default: all)")
+    fg.add_argument("--workers", type=_positive_int, help="processes for the heavy figure (default: 2)")
+    fg.set_defaults(func=_cmd_figures)
+
+    bd = sub.add_parser("bounds", help="evaluate a theory function, e.g. echoed_gd_bound",
+                        description="Evaluate a function of the theory module with --NAME VALUE "
+                        "arguments (comma-separated values broadcast).", epilog=_BOUNDS_EXAMPLES,
+                        formatter_class=_Formatter, add_help=True)
+    bd.add_argument("function", nargs="?", help="theory function name, or 'list'")
+    bd.add_argument("params", nargs=argparse.REMAINDER, help="--NAME VALUE pairs")
+    bd.set_defaults(func=_cmd_bounds)
+
+    inf = sub.add_parser("info", help="versions, Numba threading layer, cores, kernel cache",
+                         description="Versions, the Numba threading layer, cores, and whether the "
+                         "kernels are cached.", epilog=_INFO_EXAMPLES, formatter_class=_Formatter)
+    inf.set_defaults(func=_cmd_info)
     return parser
 
 
+def _positive_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
+    return v
+
+
+def _nonneg_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
+    return v
+
+
+def _float(text: str, lo: float, strict: bool) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        v = math.nan
+    if not math.isfinite(v) or v < lo or (strict and v == lo):
+        raise argparse.ArgumentTypeError(f"expected a number {'>' if strict else '>='} {lo:g}, got {text!r}")
+    return v
+
+
+def _positive_float(text: str) -> float:
+    v = _float(text, 1.0, False)
+    return int(v) if v == int(v) else v
+
+
+def _nonneg_float(text: str) -> float:
+    return _float(text, 0.0, False)
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Entry point; returns the exit status (0 ok, 1 runs failed, 2 bad input, 130 interrupted)."""
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
-        args = parser.parse_args(["run", *(argv or sys.argv[1:])])
+        print("python -m echosim: error: choose a subcommand: sweep, run, plot, figures, bounds, info (see --help)",
+              file=sys.stderr)
+        return EXIT_BAD_INPUT
     try:
         return args.func(args)
-    except ValueError as exc:
-        print(f"echosim: error: {exc}", file=sys.stderr)
-        return 2
+    except ValueError as exc:  # ConfigError included: bad input, not a bug
+        msg = " ".join(str(exc).split())
+        print(f"echosim {args.command}: error: {msg}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except RuntimeError as exc:
+        from echosim.sweep import SweepError
+
+        if not isinstance(exc, SweepError):
+            raise
+        print(f"echosim {args.command}: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"\nechosim {args.command}: interrupted; finished runs are saved — re-run the same command to resume",
+              file=sys.stderr)
+        return 130
+

@@ -121,6 +121,17 @@ class Problem:
             y[first - start : first - start + m] = yb.reshape(BATCHES_PER_BLOCK, batch_size)[:m]
         return X, y
 
+    def memoize_batches(self, max_bytes: int = 256 << 20) -> "Problem":
+        """Keep recently drawn batches (least recently used first out, at most `max_bytes`).
+
+        Runs that differ only in K, lr or method read the same fresh batches (common
+        random numbers), so a sweep worker draws them once. The arrays are shared
+        and must only be read. Returns the problem itself; a second call is a no-op.
+        """
+        if not isinstance(self.__dict__.get("batches"), _BatchMemo):
+            self.batches = _BatchMemo(self.batches, max_bytes)
+        return self
+
     def distance(self, w0=None) -> float:
         """D = ‖w₀ − w*‖ (w₀ = 0 by default)."""
         w0 = np.zeros(self.dim) if w0 is None else np.asarray(w0, dtype=np.float64)
@@ -129,6 +140,26 @@ class Problem:
 
 class SeparableDataError(ValueError):
     """Logistic data that a hyperplane separates: F has no minimiser without l2 > 0."""
+
+
+class _BatchMemo:
+    """A bounded LRU memo of ``problem.batches``; see `Problem.memoize_batches`."""
+
+    def __init__(self, batches, max_bytes):
+        self.batches, self.max_bytes = batches, max_bytes
+        self.entries: dict = {}
+
+    def __call__(self, seed, start, stop, batch_size, dtype=np.float64):
+        key = (seed, start, stop, batch_size, np.dtype(dtype).str)
+        hit = self.entries.pop(key, None)
+        if hit is None:
+            hit = self.batches(seed, start, stop, batch_size, dtype)
+        self.entries[key] = hit
+        total = sum(X.nbytes + Y.nbytes for X, Y in self.entries.values())
+        while total > self.max_bytes and len(self.entries) > 1:
+            X, Y = self.entries.pop(next(iter(self.entries)))
+            total -= X.nbytes + Y.nbytes
+        return hit
 
 
 def _check_W(W, dim):

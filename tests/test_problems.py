@@ -207,3 +207,38 @@ def test_separable_logistic_data_without_l2_is_refused():
 def test_bad_problem_input_names_the_field(make, field):
     with pytest.raises(ValueError, match=field):
         make()
+
+
+def test_batch_memo_returns_the_same_batches_and_stays_bounded():
+    from echosim.problems import _BatchMemo
+
+    p = LeastSquares(dim=4)
+    calls = []
+
+    def counted(*args):
+        calls.append(args)
+        return p.batches(*args)
+
+    cache = _BatchMemo(counted, max_bytes=2 * (16 * 8 * 4 + 16 * 8) * 8)  # room for two chunks
+    X1, y1 = cache(3, 0, 16, 8, np.float64)
+    X2, _ = cache(3, 0, 16, 8, np.float64)
+    assert X2 is X1 and len(calls) == 1
+    Xf, _ = cache(3, 0, 16, 8, np.float32)  # another dtype is another entry
+    assert Xf.dtype == np.float32 and len(calls) == 2
+    cache(4, 0, 16, 8, np.float64)
+    assert len(cache.entries) == 2  # the least recently used entry was evicted
+    X3, y3 = cache(3, 0, 16, 8, np.float64)
+    np.testing.assert_array_equal(X3, X1)
+    np.testing.assert_array_equal(y3, y1)
+
+
+def test_memoized_problem_gives_bitwise_the_same_runs():
+    from echosim import EchoedGD, run
+
+    plain = LeastSquares(dim=4)
+    memo = LeastSquares(dim=4).memoize_batches()
+    assert memo.memoize_batches() is memo
+    for K in (1, 3):
+        a = run(plain, EchoedGD(0.1), batch_size=8, echo=K, n_batches=40, seed=2)
+        b = run(memo, EchoedGD(0.1), batch_size=8, echo=K, n_batches=40, seed=2)
+        np.testing.assert_array_equal(a.risk, b.risk)

@@ -114,12 +114,13 @@ def test_echoed_gd_at_K1_is_minibatch_sgd(c, B, T):
     assert theory.echoed_gd_bound(**c, B=B, T=T, K=1) == pytest.approx(sgd, rel=RTOL)
 
 
+# K = 1e18 makes the curvature term at most 2.5e-8 of the floor over the strategies above.
 @given(problems, batch, horizon)
 def test_prox_bound_tends_to_statistical_rate(c, B, T):
     floor = 2 * c["rho"] * c["D"] / np.sqrt(B * T)
-    assert theory.echoed_prox_bound(**c, B=B, T=T, K=1e12) == pytest.approx(floor, rel=1e-5)
+    assert theory.echoed_prox_bound(**c, B=B, T=T, K=1e18) == pytest.approx(floor, rel=1e-5)
     lam, _ = theory.echoed_prox_param(**c, B=B, T=T, K=1)
-    derived = theory.echoed_prox_bound(**c, B=B, T=T, K=1e12, lam=lam)
+    derived = theory.echoed_prox_bound(**c, B=B, T=T, K=1e18, lam=lam)
     assert derived == pytest.approx(floor, rel=1e-5)
 
 

@@ -1,0 +1,117 @@
+"""Sweep throughput and the sweep machinery's per-run overhead (run on demand, not in CI).
+
+    python benchmarks/bench_sweep.py            # the default Figure-2 sweep, 1 and 2 workers
+    python benchmarks/bench_sweep.py --quick    # the same grid with one repetition
+
+Measures
+--------
+* runs per second of the default sweep (``python -m echosim sweep``'s grid) with 1 and
+  2 local workers, kernels compiled beforehand (compile time reported separately),
+  each in a fresh output directory; target: >= 1.8x from 1 to 2 workers;
+* the per-run overhead of the sweep machinery, outside the simulation itself:
+  config validation and expansion (per run), seed derivation, writing the run's shard
+  (Parquet, atomic rename), and the executor's round trip on trivial runs; target < 5 ms.
+
+Prints a Markdown table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+
+def _timeit(fn, repeat=5):
+    times = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="one repetition instead of the default three")
+    args = ap.parse_args(argv)
+
+    from echosim import config, results, sweep
+
+    overrides = ["sweep.repetitions=1"] if args.quick else []
+    conf = config.default_config(overrides)
+    n = len(conf.runs)
+    rows = []
+
+    t = time.perf_counter()
+    compile_s = sweep.warm_up(conf)
+    rows.append(("kernel compile / cache load (parent)", f"{compile_s:.2f} s", ""))
+
+    rate = {}
+    for workers in (1, 2):
+        with tempfile.TemporaryDirectory() as d:
+            t = time.perf_counter()
+            rep = sweep.run_sweep(conf, out=Path(d) / "out", workers=workers, progress=False)
+            elapsed = time.perf_counter() - t
+            assert rep.counts["ok"] + rep.counts["diverged"] == n, rep.counts
+        rate[workers] = n / elapsed
+        rows.append((f"default sweep, {workers} worker(s): {n} runs", f"{elapsed:.1f} s",
+                     f"{rate[workers]:.1f} runs/s"))
+    speedup = rate[2] / rate[1]
+    rows.append(("speedup 1 → 2 workers (target >= 1.8x)", f"{speedup:.2f}x",
+                 "met" if speedup >= 1.8 else "not met"))
+
+    # ---- per-run overhead of the machinery
+    text = (Path(config.__file__).parent / config.DEFAULT_TOML).read_text()
+    import tomllib
+
+    data = tomllib.loads(text)
+    parse_s = _timeit(lambda: config.parse_config(data, overrides=overrides), repeat=3) / n
+    spec = conf.runs[0]
+    seed_s = _timeit(lambda: [config._make_spec({"problem": spec.problem, "optimizer": spec.optimizer,
+                                                 "pipeline": spec.pipeline, "run": spec.run, "labels": {}},
+                                                rep, 0) for rep in range(1000)], repeat=3) / 1000
+    payload = sweep.execute_run(spec)
+    with tempfile.TemporaryDirectory() as d:
+        k = [0]
+
+        def write():
+            s = dict(payload["summary"], run_id=f"bench{k[0]:06d}")
+            k[0] += 1
+            results.write_shard(d, s, payload["curves"])
+
+        write_s = _timeit(lambda: [write() for _ in range(200)], repeat=3) / 200
+    points = len(payload["curves"]["batches"])
+
+    trivial = config.parse_config({"problem": {"kind": "least_squares", "dim": 1},
+                                   "optimizer": {"lr": [0.1 * i for i in range(1, 101)], "batch_size": 1},
+                                   "sweep": {"n_batches": 1, "repetitions": 2}})
+    with tempfile.TemporaryDirectory() as d:
+        t = time.perf_counter()
+        sweep.run_sweep(trivial, out=Path(d) / "a", workers=2, progress=False)
+        trivial_s = (time.perf_counter() - t) / len(trivial.runs)
+    one = trivial.runs[0]
+    run_only = _timeit(lambda: sweep._simulate_run(one), repeat=20)
+    machinery = parse_s + seed_s + write_s
+    rows.append(("config validation + expansion, per run", f"{parse_s * 1e3:.3f} ms", ""))
+    rows.append(("seed derivation + run id, per run", f"{seed_s * 1e3:.3f} ms", ""))
+    rows.append((f"shard write (Parquet, {points} logged points, atomic rename)", f"{write_s * 1e3:.3f} ms", ""))
+    rows.append(("machinery per run: config + seed + write (target < 5 ms)", f"{machinery * 1e3:.2f} ms",
+                 "met" if machinery < 5e-3 else "not met"))
+    rows.append(("whole sweep of trivial runs (T = 1), per run, 2 workers, incl. merge",
+                 f"{trivial_s * 1e3:.2f} ms", f"simulation alone {run_only * 1e3:.2f} ms"))
+
+    print(f"\nechosim sweep benchmark ({os.cpu_count()} cores, python {sys.version.split()[0]})\n")
+    print("| measurement | value | note |")
+    print("|---|---|---|")
+    for r in rows:
+        print("| " + " | ".join(r) + " |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,174 @@
+"""The command line in-process: every subcommand, --help everywhere, and bad input → one line, exit 2."""
+
+import textwrap
+
+import pytest
+
+import theory
+from echosim.cli import main
+
+TINY = textwrap.dedent("""
+    [problem]
+    kind = "logistic"
+    dim = 3
+    [pipeline]
+    arrival = {kind = "exponential", mean = 3.0}
+    [optimizer]
+    lr = [1.0, 3.0]
+    batch_size = 8
+    echo = [1, 2, 4]
+    [sweep]
+    n_batches = 60
+    repetitions = 2
+    name = "cli"
+""")
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    d = tmp_path_factory.mktemp("cli")
+    cfg = d / "tiny.toml"
+    cfg.write_text(TINY)
+    return cfg
+
+
+@pytest.fixture(scope="module")
+def swept(tiny, tmp_path_factory):
+    out = tmp_path_factory.mktemp("out")
+    rc = main(["sweep", str(tiny), "--out", str(out), "--workers", "1", "--quiet", "--no-plot"])
+    assert rc == 0
+    return out
+
+
+def one_line_error(capsys, rc_or_exc, *needles):
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert rc_or_exc == 2, err
+    assert len(lines) == 1, err
+    assert "Traceback" not in err
+    for n in needles:
+        assert n in lines[0], lines[0]
+    return lines[0]
+
+
+def call(argv):
+    """main(argv) → exit status, including argparse's SystemExit."""
+    try:
+        return main(argv)
+    except SystemExit as exc:
+        return exc.code
+
+
+def test_sweep_prints_the_tuned_table_and_resumes(tiny, swept, capsys):
+    rc = main(["sweep", str(tiny), "--out", str(swept), "--workers", "2", "--quiet", "--no-plot"])
+    out = capsys.readouterr().out
+    assert rc == 0
+    assert "0 run now, 12 resumed" in out
+    assert "lr*" in out and "T to target" in out and "KT steps" in out and "BT samples" in out
+    assert "wall-clock" in out and "regime check" in out
+
+
+def test_dry_run_prints_the_number_of_runs_and_an_estimate(tiny, tmp_path, capsys):
+    rc = main(["sweep", str(tiny), "--dry-run", "--out", str(tmp_path / "x"), "--set", "sweep.repetitions=3"])
+    out = capsys.readouterr().out
+    assert rc == 0 and "18 runs" in out and "estimated time" in out and "cost model" in out
+    assert not (tmp_path / "x").exists()  # a dry run writes nothing
+
+
+def test_run_prints_one_summary(capsys):
+    rc = main(["run", "--n-batches", "40", "--batch-size", "16", "--echo", "2", "--lr", "3"])
+    out = capsys.readouterr().out
+    assert rc == 0
+    assert "status: ok" in out and "conv_batches" in out and "optimizer.echo: 2" in out
+
+
+def test_plot_writes_png_and_pdf(swept, tmp_path, capsys):
+    rc = main(["plot", str(swept), "--out", str(tmp_path)])
+    files = capsys.readouterr().out.split()
+    assert rc == 0
+    assert {f.rsplit(".", 1)[1] for f in files} == {"png", "pdf"}
+    assert (tmp_path / "convergence_vs_echo.png").stat().st_size > 1000
+
+
+def test_bounds_evaluates_theory_functions(capsys):
+    rc = main(["bounds", "echoed_gd_bound", "--beta", "0.25", "--rho", "1", "--D", "2", "--B", "64",
+               "--T", "500", "--K", "4"])
+    out = capsys.readouterr().out
+    assert rc == 0
+    assert float(out) == pytest.approx(theory.echoed_gd_bound(beta=0.25, rho=1, D=2, B=64, T=500, K=4),
+                                       rel=1e-9)
+    rc = main(["bounds", "echoed_gd_bound", "--beta=0.25", "--rho", "1", "--D", "2", "--B", "64",
+               "--T", "500", "--K", "1,2,4"])
+    values = [float(v) for v in capsys.readouterr().out.split()]
+    assert rc == 0 and len(values) == 3 and values[0] > values[2]
+    assert main(["bounds", "list"]) == 0
+    assert "saturation_echo" in capsys.readouterr().out
+    assert main(["bounds", "saturation_echo", "--help"]) == 0
+    help_text = capsys.readouterr().out
+    assert "--eps X" in help_text and "K_{\\mathrm{sat}}" in help_text
+
+
+def test_info_reports_versions_threading_cores_and_cache(capsys):
+    assert main(["info"]) == 0
+    out = capsys.readouterr().out
+    for word in ("numba", "numpy", "threading layer", "cores", "cache"):
+        assert word in out
+
+
+@pytest.mark.parametrize("sub", [[], ["sweep"], ["run"], ["plot"], ["bounds"], ["info"]])
+def test_help_on_every_subcommand(sub, capsys):
+    assert call([*sub, "--help"]) == 0
+    out = capsys.readouterr().out
+    assert "usage" in out and ("examples" in out or not sub)
+
+
+BAD = [
+    (["sweep", "/nonexistent/x.toml"], ["cannot read config file"]),
+    (["sweep", "{bad}"], ["invalid TOML"]),
+    (["sweep", "{tiny}", "--set", "optimizer.lr=[1.0, 2.0, -3.0]"], ["optimizer.lr[2]", ">= 0"]),
+    (["sweep", "{tiny}", "--set", "optimizer.lrr=1"], ["optimizer.lrr", "allowed"]),
+    (["sweep", "{tiny}", "--set", "optimizer.batch_size=\"x\""], ["optimizer.batch_size", "integer"]),
+    (["sweep", "{tiny}", "--set", "sweep.repetitions=[1,2]"], ["sweep.repetitions"]),
+    (["sweep", "{tiny}", "--set", "noequals"], ["KEY=VALUE"]),
+    (["sweep", "{tiny}", "--workers", "0"], ["--workers"]),
+    (["sweep", "{tiny}", "--bogus"], ["--bogus"]),
+    (["run", "{tiny}"], ["12 runs", "--set"]),
+    (["run", "--echo", "0.5"], ["--echo"]),
+    (["plot", "/nonexistent/results"], ["not a directory"]),
+    (["bounds", "nope"], ["nope", "allowed"]),
+    (["bounds", "echoed_gd_bound", "--beta", "1"], ["missing", "--rho"]),
+    (["bounds", "echoed_gd_bound", "--beta", "x"], ["--beta"]),
+    (["bounds", "echoed_gd_bound", "--zeta", "1"], ["--zeta", "allowed"]),
+    (["bounds", "echoed_gd_bound", "--beta", "-1", "--rho", "1", "--D", "1", "--B", "1", "--T", "1", "--K", "1"],
+     ["beta"]),
+    (["frobnicate"], ["invalid choice"]),
+    ([], ["subcommand"]),
+]
+
+
+@pytest.mark.parametrize("argv, needles", BAD, ids=[" ".join(a) or "<none>" for a, _ in BAD])
+def test_bad_input_is_one_line_on_stderr_and_exit_2(argv, needles, tiny, tmp_path, capsys):
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[optimizer\n")
+    argv = [a.replace("{tiny}", str(tiny)).replace("{bad}", str(bad)) for a in argv]
+    one_line_error(capsys, call(argv), *needles)
+
+
+def test_summary_values_are_finite_or_never(capsys):
+    main(["run", "--n-batches", "20", "--lr", "0.0"])
+    out = capsys.readouterr().out
+    conv = {k.strip(): v.strip() for k, v in (line.split(":", 1) for line in out.splitlines())
+            if k.strip().startswith("conv_")}
+    assert conv["conv_batches"] == "never" and conv["conv_time"] == "never"
+    assert "nan" not in conv.values()
+
+
+def test_figures_subcommand_makes_one_quick_figure(tmp_path, capsys):
+    from echosim.cli import main
+
+    assert main(["figures", "--quick", "--only", "greedy_vs_fixed", "--out", str(tmp_path)]) == 0
+    assert (tmp_path / "greedy_vs_fixed.png").stat().st_size > 0
+    capsys.readouterr()
+    assert main(["figures", "--quick", "--only", "nope", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "only" in err[0]
