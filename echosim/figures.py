@@ -386,27 +386,14 @@ def _band_label(band, n) -> str:
 
 def draw_convergence_vs_echo(data: dict):
     """Per B: KT (blue) and BT (red) vs K with bands, tuned lr (orange, right axis)."""
+    from echosim.plots import draw_echo_panel
+
     fig, axes = _figure(len(data["panels"]), 4.0, 3.4)
     for ax, p in zip(axes, data["panels"]):
         K = p["K"]
-        for key, color, name in (("KT", "tab:blue", "steps KT"), ("BT", "tab:red", "samples BT")):
-            ok = np.isfinite(p[key])
-            ax.plot(K[ok], p[key][ok], "o-", color=color, ms=4, label=name)
-            hi = np.where(np.isfinite(p[key + "_high"]), p[key + "_high"], np.nan)
-            ax.fill_between(K[ok], p[key + "_low"][ok], hi[ok], color=color, alpha=0.2, lw=0)
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        ax.set_xticks(K, [f"{k:g}" for k in K])
-        ax.set_xlabel("echo factor K")
-        ax.set_title(f"B = {p['B']}", fontsize=10)
-        never = K[~np.isfinite(p["KT"])]
-        if never.size:
-            ax.text(0.02, 0.02, "never converged: K = " + ", ".join(f"{k:g}" for k in never),
-                    transform=ax.transAxes, fontsize=7)
-        ax2 = ax.twinx()
-        ok = np.isfinite(p["lr"])
-        ax2.plot(K[ok], p["lr"][ok], "s--", color="tab:orange", ms=3, label="tuned lr")
-        ax2.set_yscale("log")
+        series = [(p[key], p[key + "_low"], p[key + "_high"], color, name)
+                  for key, color, name in (("KT", "tab:blue", "steps KT"), ("BT", "tab:red", "samples BT"))]
+        ax2 = draw_echo_panel(ax, K, series, p["lr"], K[~np.isfinite(p["KT"])], f"B = {p['B']}")
         ax2.set_ylim(0.008, 12)
         ax2.tick_params(axis="y", colors="tab:orange", labelsize=7)
         if ax is axes[-1]:

@@ -265,31 +265,43 @@ def _save(fig, stem: Path, formats) -> list[Path]:
     return paths
 
 
+def draw_echo_panel(ax, K, series, lr, never, title):
+    """One Figure-2 panel: convergence times vs K on log axes, the tuned lr on a right axis.
+
+    `series`: (values, low, high, color, label) tuples, low/high None for no band;
+    `never`: the K never converged, listed in the panel. Returns the right axis.
+    """
+    for values, low, high, color, label in series:
+        ok = np.isfinite(values)
+        if ok.any():
+            ax.plot(K[ok], values[ok], "o-", color=color, label=label, ms=4)
+        if low is not None:
+            hi = np.where(np.isfinite(high), high, np.nan)
+            ax.fill_between(K[ok], low[ok], hi[ok], color=color, alpha=0.2, lw=0)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xticks(K, [f"{k:g}" for k in K])
+    ax.set_xlabel("echo factor K")
+    ax.set_title(title, fontsize=10)
+    if len(never):
+        ax.text(0.02, 0.02, "never converged: K = " + ", ".join(f"{k:g}" for k in never),
+                transform=ax.transAxes, fontsize=7)
+    ax2 = ax.twinx()
+    ok = np.isfinite(lr)
+    ax2.plot(K[ok], lr[ok], "s--", color="tab:orange", ms=3, label="tuned lr")
+    ax2.set_yscale("log")
+    return ax2
+
+
 def draw_convergence_vs_echo(panels: list[dict], stem, formats=("png", "pdf")) -> list[Path]:
     """Figure-2 style: per B, convergence time vs K in KT (blue), BT (red) and wall-clock
     (green), with the tuned lr (orange, right axis). Points never converged are omitted
     and listed in the panel."""
     fig, axes = _figure(len(panels))
     for ax, p in zip(axes, panels):
-        K = p["K"]
-        for key, color, name in (("KT", "tab:blue", "steps KT"), ("BT", "tab:red", "samples BT"),
-                                 ("time", "tab:green", "wall-clock")):
-            v = p[key]
-            ok = np.isfinite(v)
-            if ok.any():
-                ax.plot(K[ok], v[ok], "o-", color=color, label=name, ms=4)
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        ax.set_xlabel("echo factor K")
-        ax.set_title(f"B = {p['B']}")
-        never = K[~p["converged"]]
-        if never.size:
-            ax.text(0.02, 0.02, "never converged: K = " + ", ".join(f"{k:g}" for k in never),
-                    transform=ax.transAxes, fontsize=7)
-        ax2 = ax.twinx()
-        ok = np.isfinite(p["lr"])
-        ax2.plot(K[ok], p["lr"][ok], "s--", color="tab:orange", ms=3, label="tuned lr")
-        ax2.set_yscale("log")
+        series = [(p[key], None, None, color, name) for key, color, name in (
+            ("KT", "tab:blue", "steps KT"), ("BT", "tab:red", "samples BT"), ("time", "tab:green", "wall-clock"))]
+        ax2 = draw_echo_panel(ax, p["K"], series, p["lr"], p["K"][~p["converged"]], f"B = {p['B']}")
         ax2.set_ylabel("tuned learning rate", color="tab:orange")
         if ax is axes[0]:
             lr_handles = ax2.get_legend_handles_labels()
