@@ -106,6 +106,14 @@ def init_des(pi, si, sf, serv_fin, serv_seq, load_time):
 
 
 @njit(cache=True)
+def _blocked_workers(before, W, n_serv, next_seq, T, n_held):
+    """Workers blocked now: idle for want of a slot ("before") or holding a batch ("after")."""
+    if before:
+        return W - n_serv if next_seq < T else 0
+    return n_held
+
+
+@njit(cache=True)
 def run_des(
     pi, pf, load_time, per_batch, step_time, si, sf, serv_fin, serv_seq, held_seq,
     entered, enter_time, take_time, steps_per_batch, step_start, step_end, step_batch,
@@ -208,14 +216,10 @@ def run_des(
             if t > now:  # the accelerator was waiting: its clock moves on
                 now = t
             waiting = False
-            dt = t - last
-            if dt > 0.0:
-                if before:
-                    blocked = W - n_serv if next_seq < T else 0
-                else:
-                    blocked = n_held
-                occ_area += occ * dt
-                blocked_area += blocked * dt
+            if t > last:
+                blocked = _blocked_workers(before, W, n_serv, next_seq, T, n_held)
+                occ_area += occ * (t - last)
+                blocked_area += blocked * (t - last)
                 last = t
             n_serv -= 1
             serv_fin[kmin] = serv_fin[n_serv]
@@ -284,14 +288,10 @@ def run_des(
                 sb = -1
                 phase = 0
             elif deliverable:
-                dt = now - last
-                if dt > 0.0:
-                    if before:
-                        blocked = W - n_serv if next_seq < T else 0
-                    else:
-                        blocked = n_held
-                    occ_area += occ * dt
-                    blocked_area += blocked * dt
+                if now > last:
+                    blocked = _blocked_workers(before, W, n_serv, next_seq, T, n_held)
+                    occ_area += occ * (now - last)
+                    blocked_area += blocked * (now - last)
                     last = now
                 t = n_taken
                 take_time[t] = now
