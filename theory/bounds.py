@@ -43,6 +43,12 @@ def _problem(beta, rho, D):
     return _v.positive("beta", beta), _v.positive("rho", rho), _v.positive("D", D)
 
 
+def _setting(beta, rho, D, B, T, K):
+    """Validate the common setting (β, ρ, D, B, T, K) of the echoed bounds."""
+    beta, rho, D = _problem(beta, rho, D)
+    return beta, rho, D, _v.positive("B", B), _v.positive("T", T), _v.at_least("K", K, 1.0)
+
+
 # --------------------------------------------------------------------------- GD
 
 
@@ -91,9 +97,7 @@ def echoed_gd_bound(beta, rho, D, B, T, K, lr=None):
     >>> round(echoed_gd_bound(beta=1.0, rho=1.0, D=1.0, B=64, T=100, K=4, lr=0.1), 6)
     0.025
     """
-    beta, rho, D = _problem(beta, rho, D)
-    B, T = _v.positive("B", B), _v.positive("T", T)
-    K = _v.at_least("K", K, 1.0)
+    beta, rho, D, B, T, K = _setting(beta, rho, D, B, T, K)
     if lr is None:
         value = beta * D**2 / (2 * K * T) + 2 * rho * D / np.sqrt(B * T)
     else:
@@ -117,9 +121,7 @@ def echoed_gd_lr(beta, rho, D, B, T, K):
     >>> round(echoed_gd_lr(beta=1.0, rho=1.0, D=1.0, B=64, T=100, K=4), 6)
     0.1
     """
-    beta, rho, D = _problem(beta, rho, D)
-    B, T = _v.positive("B", B), _v.positive("T", T)
-    K = _v.at_least("K", K, 1.0)
+    beta, rho, D, B, T, K = _setting(beta, rho, D, B, T, K)
     return _v.result(np.minimum(1.0 / beta, D / (2 * rho * K) * np.sqrt(B / T)))
 
 
@@ -248,9 +250,7 @@ def echoed_prox_param(beta, rho, D, B, T, K):
     >>> lam, inner_lr
     (1.0, 0.5)
     """
-    beta, rho, D = _problem(beta, rho, D)
-    B, T = _v.positive("B", B), _v.positive("T", T)
-    K = _v.at_least("K", K, 1.0)
+    beta, rho, D, B, T, K = _setting(beta, rho, D, B, T, K)
     lam = 2 * rho / D * np.sqrt(T / B)
     inner_lr = 1.0 / (beta + lam)
     lam, inner_lr, _ = _v.broadcast(lam=lam, inner_lr=inner_lr, K=K)
@@ -286,9 +286,7 @@ def echoed_prox_bound(beta, rho, D, B, T, K, lam=None, inner_lr=None):
     >>> round(echoed_prox_bound(beta=1.0, rho=1.0, D=1.0, B=64, T=16, K=3, lam=1.0), 6)
     0.063058
     """
-    beta, rho, D = _problem(beta, rho, D)
-    B, T = _v.positive("B", B), _v.positive("T", T)
-    K = _v.at_least("K", K, 1.0)
+    beta, rho, D, B, T, K = _setting(beta, rho, D, B, T, K)
     if lam is None and inner_lr is None:
         value = np.sqrt(1 + 1 / K) * 2 * rho * D / np.sqrt(B * T) + beta * D**2 / (2 * K * T)
         return _v.result(value)
@@ -334,9 +332,7 @@ def echoed_agd_lr(beta, rho, D, B, T, K):
     >>> round(echoed_agd_lr(beta=1.0, rho=1.0, D=1.0, B=64, T=100, K=4), 8)
     0.00090751
     """
-    beta, rho, D = _problem(beta, rho, D)
-    B, T = _v.positive("B", B), _v.positive("T", T)
-    K = _v.at_least("K", K, 1.0)
+    beta, rho, D, B, T, K = _setting(beta, rho, D, B, T, K)
     sigma = _agd_sigma(K, T)
     return _v.result(np.minimum(1.0 / beta, D / rho * np.sqrt(_SQRT2 * B / sigma)))
 
@@ -373,9 +369,7 @@ def echoed_agd_bound(beta, rho, D, B, T, K, lr=None):
     >>> round(echoed_agd_bound(beta=1.0, rho=0.01, D=1.0, B=64, T=100, K=4), 6)
     0.000297
     """
-    beta, rho, D = _problem(beta, rho, D)
-    B, T = _v.positive("B", B), _v.positive("T", T)
-    K = _v.at_least("K", K, 1.0)
+    beta, rho, D, B, T, K = _setting(beta, rho, D, B, T, K)
     sigma = _agd_sigma(K, T)
     if lr is None:
         value = (3.5 * beta * D**2 + 2**1.75 * rho * D * np.sqrt(sigma / B)) / (K * T) ** 2
