@@ -46,7 +46,7 @@ def _cmd_sweep(args) -> int:
         print(f"estimate: {est['method']}")
         return 0
     report = sweep.run_sweep(conf, out=out, workers=workers, scheduler=args.scheduler,
-                             progress=not args.quiet)
+                             progress=not args.quiet, on_done=_log_run if args.verbose else None)
     how = f"Dask at {args.scheduler}" if args.scheduler else f"{report.workers} worker(s)"
     print(f"{conf.name}: {report.n_runs} runs ({report.n_new} run now, {report.n_resumed} resumed) "
           f"in {report.elapsed:.1f} s on {how}; kernels ready in {report.compile_seconds:.1f} s")
@@ -74,6 +74,12 @@ def _cmd_sweep(args) -> int:
               "to retry them", file=sys.stderr)
         return 1
     return 0
+
+
+def _log_run(payload) -> None:
+    row = payload["summary"]
+    error = f": {row['error']}" if row["status"] == "failed" else ""
+    print(f"run {row['run_id']} {row['status']} in {row['elapsed_s']:.2f} s{error}", file=sys.stderr, flush=True)
 
 
 def _seconds(s: float) -> str:
@@ -381,6 +387,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="override a config key (TOML value), e.g. optimizer.echo=[1,2]; repeatable")
     sw.add_argument("--no-plot", action="store_true", help="do not write the figures")
     sw.add_argument("--quiet", action="store_true", help="no progress output")
+    sw.add_argument("--verbose", action="store_true",
+                    help="one line on stderr per finished run: its id, status and seconds")
     sw.set_defaults(func=_cmd_sweep)
 
     rn = sub.add_parser("run", help="run one configuration and print its summary",

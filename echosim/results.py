@@ -24,6 +24,7 @@ import json
 import math
 import os
 import platform
+from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
 from typing import NamedTuple
@@ -101,9 +102,42 @@ def _failure_path(out, run_id: str) -> Path:
     return Path(out) / FAILED / f"{run_id}.json"
 
 
-def _atomic_target(path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
+def _temp_name(path: Path) -> Path:
     return path.with_name(f".{path.name}.{os.getpid()}.tmp")
+
+
+@contextmanager
+def _atomic_file(path: Path):
+    """A binary file that becomes `path` only when the block ends without error.
+
+    The writer holds an advisory lock on its temp file while writing, so `clean_temp`
+    can tell a temp file whose writer is gone (killed, even a zombie) from one that a
+    live writer still owns. On error the temp file is removed.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = _temp_name(path)
+    with open(tmp, "wb") as f:
+        _lock(f, blocking=True)
+        try:
+            yield f
+            f.flush()
+            os.replace(tmp, path)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+
+
+def _lock(f, blocking: bool) -> bool:
+    """Take an exclusive advisory lock on an open file; False if another process holds it."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX: liveness falls back to the pid
+        return True
+    try:
+        fcntl.flock(f.fileno(), fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
+    except BlockingIOError:
+        return False
+    return True
 
 
 def write_shard(out, summary: dict, curves: dict) -> Path:
@@ -120,9 +154,8 @@ def write_shard(out, summary: dict, curves: dict) -> Path:
     table = pa.table(cols).replace_schema_metadata({_META_KEY: _jsonify(summary).encode(),
                                                     b"echosim.schema": RESULTS_SCHEMA.encode()})
     final = shard_path(out, run_id)
-    tmp = _atomic_target(final)
-    pq.write_table(table, tmp, compression="zstd")
-    os.replace(tmp, final)
+    with _atomic_file(final) as f:
+        pq.write_table(table, f, compression="zstd")
     failed = _failure_path(out, run_id)
     if failed.exists():
         failed.unlink(missing_ok=True)
@@ -132,9 +165,8 @@ def write_shard(out, summary: dict, curves: dict) -> Path:
 def write_failure(out, summary: dict) -> Path:
     """Record a failed run (JSON: its parameters and error); it is retried next time."""
     path = _failure_path(out, summary["run_id"])
-    tmp = _atomic_target(path)
-    tmp.write_text(_jsonify(summary), encoding="utf-8")
-    os.replace(tmp, path)
+    with _atomic_file(path) as f:
+        f.write(_jsonify(summary).encode("utf-8"))
     return path
 
 
@@ -175,9 +207,14 @@ def finished_ids(out) -> set[str]:
 
 
 def clean_temp(out) -> int:
-    """Remove temporary files left by killed processes (whose pid no longer runs)."""
+    """Remove temporary files whose writer is gone (killed mid-write); returns how many.
+
+    A temp file is stale when no process holds its lock and its writer's pid no longer
+    runs (a killed worker whose parent never reaped it is a zombie: it counts as gone).
+    A live writer's file is never touched, whatever the timing.
+    """
     n = 0
-    for sub in (SHARDS, FAILED):
+    for sub in (SHARDS, FAILED, "."):
         d = Path(out) / sub
         if not d.is_dir():
             continue
@@ -186,21 +223,37 @@ def clean_temp(out) -> int:
                 pid = int(p.name.rsplit(".", 2)[-2])
             except (ValueError, IndexError):
                 continue
-            if pid == os.getpid() or _alive(pid):
+            if pid == os.getpid() or not _writer_gone(p, pid):
                 continue
             p.unlink(missing_ok=True)
             n += 1
     return n
 
 
+def _writer_gone(path: Path, pid: int) -> bool:
+    try:
+        with open(path, "rb") as f:
+            if not _lock(f, blocking=False):
+                return False
+    except FileNotFoundError:  # its writer just renamed it into place
+        return False
+    return not _alive(pid)
+
+
 def _alive(pid: int) -> bool:
+    """Whether `pid` is a running process (a zombie is not)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:  # pragma: no cover - someone else's process
         return True
-    return True
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            state = f.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):  # no /proc (macOS): a zombie cannot be told apart, keep its file
+        return True
+    return state not in ("Z", "X")
 
 
 # --------------------------------------------------------------------------- merge
@@ -325,9 +378,8 @@ def _curves_table(summary_df, parts):
 def _write_table(table, path: Path) -> None:
     import pyarrow.parquet as pq
 
-    tmp = _atomic_target(path)
-    pq.write_table(table, tmp, compression="zstd")
-    os.replace(tmp, path)
+    with _atomic_file(path) as f:
+        pq.write_table(table, f, compression="zstd")
 
 
 def _to_pandas(table):
@@ -377,10 +429,8 @@ def load(path, curves: bool = True) -> Results:
 
 def write_manifest(out, data: dict) -> None:
     """Write ``manifest.json`` atomically."""
-    path = Path(out) / "manifest.json"
-    tmp = _atomic_target(path)
-    tmp.write_text(json.dumps(data, indent=1, default=str), encoding="utf-8")
-    os.replace(tmp, path)
+    with _atomic_file(Path(out) / "manifest.json") as f:
+        f.write(json.dumps(data, indent=1, default=str).encode("utf-8"))
 
 
 def read_manifest(out) -> dict | None:

@@ -280,20 +280,50 @@ def default_workers() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def _run_serial(pending, out, progress, payloads):
+def _die_with_parent(parent: int) -> None:
+    """Worker initializer: exit when the sweep's process dies, even by SIGKILL.
+
+    On Linux the kernel sends SIGKILL at the parent's death (PR_SET_PDEATHSIG);
+    elsewhere a daemon thread watches the parent's pid. Either way no worker outlives
+    the sweep and races with the one that resumes it.
+    """
+    import signal
+    import threading
+
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        armed = libc.prctl(1, signal.SIGKILL, 0, 0, 0) == 0  # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # pragma: no cover - not Linux
+        armed = False
+    if os.getppid() != parent:  # the parent died before the signal was armed
+        os._exit(1)
+    if not armed:  # pragma: no cover - not Linux
+        def watch():
+            while os.getppid() == parent:
+                time.sleep(0.5)
+            os._exit(1)
+
+        threading.Thread(target=watch, daemon=True).start()
+
+
+def _run_serial(pending, out, progress, payloads, on_done):
     for spec in pending:
         payloads[spec.run_id] = _execute_and_write(spec, out)
+        on_done(payloads[spec.run_id])
         progress.update()
 
 
-def _run_local(pending, out, workers, progress, payloads):
+def _run_local(pending, out, workers, progress, payloads, on_done):
     import multiprocessing
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
     from concurrent.futures.process import BrokenProcessPool
 
     method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
     ctx = multiprocessing.get_context(method)
-    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_die_with_parent,
+                             initargs=(os.getpid(),)) as pool:
         # keep a bounded number of runs in flight so an interrupt loses little
         it = iter(pending)
         inflight = {}
@@ -315,6 +345,7 @@ def _run_local(pending, out, workers, progress, payloads):
                     except BrokenProcessPool as exc:
                         raise SweepError("a worker process died (out of memory or killed); finished runs "
                                          "are saved, re-run the same command to resume") from exc
+                    on_done(payloads[spec.run_id])
                     progress.update()
         except BaseException:
             for fut in inflight:
@@ -322,7 +353,7 @@ def _run_local(pending, out, workers, progress, payloads):
             raise
 
 
-def _run_dask(pending, out, scheduler, progress, payloads):
+def _run_dask(pending, out, scheduler, progress, payloads, on_done):
     try:
         from distributed import Client, as_completed
     except ImportError:
@@ -345,6 +376,7 @@ def _run_dask(pending, out, scheduler, progress, payloads):
                 payload = {"summary": row, "curves": None}
             results.write_run(out, payload)  # written by the client: workers need no shared disk
             payloads[spec.run_id] = payload
+            on_done(payload)
             progress.update()
     finally:
         client.close()
@@ -411,7 +443,7 @@ def _manifest(config: SweepConfig, counts: dict, complete: bool) -> dict:
 
 
 def run_sweep(config: SweepConfig, out=None, *, workers: int | None = None, scheduler: str | None = None,
-              progress: bool = True, stream=None) -> SweepReport:
+              progress: bool = True, stream=None, on_done=None) -> SweepReport:
     """Run every unfinished run of `config`, then merge all of them.
 
     Parameters
@@ -422,6 +454,7 @@ def run_sweep(config: SweepConfig, out=None, *, workers: int | None = None, sche
     workers : local worker processes (default: all cores; 1 runs in this process).
     scheduler : address of a Dask distributed scheduler; runs go there instead.
     progress : show progress on `stream` (default stderr).
+    on_done : called with each finished run's payload, as it is written.
     """
     t0 = time.perf_counter()
     stream = stream if stream is not None else sys.stderr
@@ -444,12 +477,13 @@ def run_sweep(config: SweepConfig, out=None, *, workers: int | None = None, sche
     if pending:
         compile_s = warm_up(config) if scheduler is None else 0.0
         bar = Progress(len(pending), stream=stream, enabled=progress)
+        on_done = on_done or (lambda payload: None)
         if scheduler is not None:
-            _run_dask(pending, out, scheduler, bar, payloads)
+            _run_dask(pending, out, scheduler, bar, payloads, on_done)
         elif workers == 1 or len(pending) == 1:
-            _run_serial(pending, out, bar, payloads)
+            _run_serial(pending, out, bar, payloads, on_done)
         else:
-            _run_local(pending, out, min(workers, len(pending)), bar, payloads)
+            _run_local(pending, out, min(workers, len(pending)), bar, payloads, on_done)
     merged = results.merge(out, [r.run_id for r in config.runs], config.settings, payloads=payloads,
                            curves_as="arrow")
     counts = {s: int((merged.summary["status"] == s).sum()) if len(merged.summary) else 0

@@ -61,6 +61,29 @@ def test_temp_files_are_ignored_and_stale_ones_cleaned(tmp_path, conf, payloads)
     assert not stale.exists() and live.exists()
 
 
+def test_a_writer_killed_mid_write_leaves_a_temp_file_that_resume_removes(tmp_path):
+    target = results.shard_path(tmp_path, "0123456789abcdef")
+    writer = subprocess.Popen(
+        [sys.executable, "-c",
+         "import sys\nfrom pathlib import Path\nfrom echosim.results import _atomic_file\n"
+         f"with _atomic_file(Path({str(target)!r})) as f:\n"
+         "    f.write(b'partial'); f.flush(); print('writing', flush=True); sys.stdin.read()"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert writer.stdout.readline().strip() == "writing"
+        (temp,) = target.parent.glob(".*.tmp")
+        assert results.clean_temp(tmp_path) == 0 and temp.exists()  # a live writer's file is kept
+        writer.kill()
+        os.waitid(os.P_PID, writer.pid, os.WEXITED | os.WNOWAIT)  # dead but not reaped: a zombie
+        assert results.clean_temp(tmp_path) == 1 and not temp.exists()
+        assert not target.exists() and results.finished_ids(tmp_path) == set()
+    finally:
+        writer.kill()
+        writer.wait()
+        writer.stdin.close()
+        writer.stdout.close()
+
+
 def test_failures_are_json_records_replaced_by_a_later_success(tmp_path, conf, payloads):
     spec = conf.runs[1]
     row = dict(spec.params(), status="failed", error="RuntimeError: boom")

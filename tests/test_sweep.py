@@ -7,14 +7,13 @@ import os
 import signal
 import subprocess
 import sys
-import textwrap
-import time
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
+from echosim import results
 from echosim import sweep as sweep_mod
 from echosim.config import load_config, parse_config
 from echosim.experiment import run
@@ -141,46 +140,72 @@ def test_time_budget_runs_stop_at_the_budget_and_other_policies_work(tmp_path):
     assert greedy["mean_echo"] >= 1 and math.isnan(greedy["optimizer.echo"])
 
 
+KILL_TOML = """
+[problem]
+kind = "logistic"
+dim = 20
+[optimizer]
+lr = [0.3, 1.0, 3.0, 10.0]
+batch_size = 256
+echo = [1, 2, 4, 8, 16]
+[sweep]
+n_batches = 400
+repetitions = 4
+name = "kill"
+"""
+
+
+def start_sweep(cfg: Path, out: Path) -> subprocess.Popen:
+    """A CLI sweep in its own session, logging one stderr line per finished run."""
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
+    return subprocess.Popen([sys.executable, "-m", "echosim", "sweep", str(cfg), "--out", str(out),
+                             "--workers", "2", "--quiet", "--verbose", "--no-plot"], env=env,
+                            start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
+def wait_for_finished_runs(proc: subprocess.Popen, n: int) -> None:
+    """Block until the sweep reports `n` finished runs (an event, not a clock)."""
+    seen = 0
+    for line in proc.stderr:
+        seen += line.startswith("run ")
+        if seen >= n:
+            return
+    raise AssertionError(f"the sweep exited after {seen} runs; make it longer")
+
+
+def session_members(sid: int) -> list[int]:
+    """Pids of the live (not zombie) processes of session `sid`."""
+    pids = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[3]) == sid and fields[0] not in ("Z", "X"):
+            pids.append(int(d.name))
+    return pids
+
+
 def test_resume_after_sigkill_loses_and_duplicates_nothing(tmp_path):
     cfg = tmp_path / "kill.toml"
-    cfg.write_text(textwrap.dedent("""
-        [problem]
-        kind = "logistic"
-        dim = 20
-        [optimizer]
-        lr = [0.3, 1.0, 3.0, 10.0]
-        batch_size = 256
-        echo = [1, 2, 4, 8, 16]
-        [sweep]
-        n_batches = 400
-        repetitions = 4
-        name = "kill"
-    """))
+    cfg.write_text(KILL_TOML)
     conf = load_config(cfg)
     killed = tmp_path / "killed"
-    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
-    proc = subprocess.Popen([sys.executable, "-m", "echosim", "sweep", str(cfg), "--out", str(killed),
-                             "--workers", "2", "--quiet", "--no-plot"], env=env, start_new_session=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = start_sweep(cfg, killed)
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and proc.poll() is None:
-            if len(list((killed / "runs").glob("*.parquet"))) >= 4 if (killed / "runs").is_dir() else False:
-                break
-            time.sleep(0.02)
-        assert proc.poll() is None, "the sweep finished before it could be killed; make it longer"
+        wait_for_finished_runs(proc, 4)
         os.killpg(proc.pid, signal.SIGKILL)  # the sweep and its workers, like a machine going down
-        proc.wait(timeout=10)
+        proc.wait()
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
-    done_before = len(list((killed / "runs").glob("*.parquet")))
+        proc.stderr.close()
+    done_before = len(results.finished_ids(killed))
     assert 4 <= done_before < len(conf.runs)
-    for p in (killed / "runs").iterdir():  # every complete shard is readable
-        if p.suffix == ".parquet" and not p.name.startswith("."):
-            import pyarrow.parquet as pq
-
-            pq.read_table(p)
+    for rid in results.finished_ids(killed):  # every complete shard is readable
+        results.read_shard(results.shard_path(killed, rid))
     resumed = run_sweep(conf, out=killed, workers=2, progress=False)
     assert resumed.n_resumed == done_before and resumed.n_new == len(conf.runs) - done_before
     assert list(resumed.summary["run_id"]) == [r.run_id for r in conf.runs]  # none lost, none twice
@@ -188,6 +213,38 @@ def test_resume_after_sigkill_loses_and_duplicates_nothing(tmp_path):
     frames_equal(resumed.summary, clean.summary)
     frames_equal(resumed.curves, clean.curves)
     assert not [p for p in (killed / "runs").iterdir() if p.name.endswith(".tmp")]
+
+
+@pytest.mark.skipif(not hasattr(os, "pidfd_open") or not Path("/proc/self/stat").exists(),
+                    reason="needs Linux pidfds and /proc")
+def test_workers_die_with_the_sweep_when_only_the_parent_is_killed(tmp_path):
+    import select
+
+    cfg = tmp_path / "kill.toml"
+    cfg.write_text(KILL_TOML)
+    proc = start_sweep(cfg, tmp_path / "out")
+    try:
+        wait_for_finished_runs(proc, 2)
+        workers = [pid for pid in session_members(proc.pid) if pid != proc.pid]
+        assert len(workers) == 2
+        pidfds = [os.pidfd_open(pid) for pid in workers]
+        os.kill(proc.pid, signal.SIGKILL)  # the parent alone, as an OOM killer would
+        proc.wait()
+        poller = select.poll()
+        for fd in pidfds:
+            poller.register(fd, select.POLLIN)
+        exited = set()
+        while len(exited) < len(pidfds):
+            events = poller.poll(60_000)  # a bound for a broken build, not a synchronisation
+            assert events, f"workers {session_members(proc.pid)} outlived their parent"
+            for fd, _ in events:
+                exited.add(fd)
+                poller.unregister(fd)
+        assert session_members(proc.pid) == []
+    finally:
+        for pid in session_members(proc.pid):
+            os.kill(pid, signal.SIGKILL)
+        proc.stderr.close()
 
 
 def test_progress_is_a_bar_on_a_terminal_and_lines_otherwise():
