@@ -2,7 +2,7 @@
 
 Least squares, d=100, B=256, K=8, T=2000 by default, data pre-generated, one core:
 
-- kernel   ``echosim._kernels.optim.echo_chunk`` over all T batches in one call
+- kernel   ``echosim.training.kernel.echo_chunk`` over all T batches in one call
            (method GD, squared loss, logging once at the end);
 - numpy    the same loop in plain NumPy: for each batch, K times
            ``r = X@w − y; g = Xᵀr / B; w −= η g; avg_sum += w`` (BLAS, one thread);
@@ -211,9 +211,9 @@ class Variants:
 def load_kernel(path):
     """echo_chunk from echosim, or from another copy of optim.py (before/after runs)."""
     if path is None:
-        from echosim._kernels.optim import echo_chunk
+        from echosim.training.kernel import echo_chunk
 
-        return echo_chunk, "echosim._kernels.optim"
+        return echo_chunk, "echosim.training.kernel"
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("bench_kernel_under_test", path)
@@ -253,7 +253,7 @@ def bench(args):
     from numba import njit
 
     from echosim import LeastSquares
-    from echosim._kernels import codes
+    from echosim.training import codes
 
     echo_chunk, kernel_source = load_kernel(args.kernel)
     read_floor = make_floor(njit)

@@ -34,8 +34,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # for tests.reference
 
-from echosim.arrivals import Deterministic, Exponential  # noqa: E402
-from echosim.pipeline import Pipeline, simulate, simulate_with_times  # noqa: E402
+from echosim.pipeline.service_times import Deterministic, Exponential  # noqa: E402
+from echosim.pipeline.model import Pipeline  # noqa: E402
+from echosim.pipeline.schedule import simulate, simulate_with_times
 
 
 def _median_time(fn, repeats):
@@ -52,7 +53,7 @@ def _cold_compile_seconds() -> float:
     code = (
         "import time\n"
         "from echosim.pipeline import Pipeline, simulate\n"
-        "from echosim.arrivals import Exponential\n"
+        "from echosim.pipeline.service_times import Exponential\n"
         "p = Pipeline(Exponential(4.0), workers=2, policy='example', echo=2)\n"
         "t0 = time.perf_counter(); simulate(p, 20, 0, batch_size=2); t1 = time.perf_counter()\n"
         "simulate(p, 20, 0, batch_size=2); t2 = time.perf_counter()\n"

@@ -40,7 +40,9 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true", help="one repetition instead of the default three")
     args = ap.parse_args(argv)
 
-    from echosim import config, results, sweep
+    from importlib import resources
+
+    from echosim.experiments import assemble, config, store, sweep
 
     overrides = ["sweep.repetitions=1"] if args.quick else []
     conf = config.default_config(overrides)
@@ -48,7 +50,7 @@ def main(argv=None) -> int:
     rows = []
 
     t = time.perf_counter()
-    compile_s = sweep.warm_up(conf)
+    compile_s = assemble.warm_up(conf)
     rows.append(("kernel compile / cache load (parent)", f"{compile_s:.2f} s", ""))
 
     rate = {}
@@ -66,7 +68,7 @@ def main(argv=None) -> int:
                  "met" if speedup >= 1.8 else "not met"))
 
     # ---- per-run overhead of the machinery
-    text = (Path(config.__file__).parent / config.DEFAULT_TOML).read_text()
+    text = resources.files("echosim").joinpath("default_sweep.toml").read_text(encoding="utf-8")
     import tomllib
 
     data = tomllib.loads(text)
@@ -75,14 +77,14 @@ def main(argv=None) -> int:
     seed_s = _timeit(lambda: [config._make_spec({"problem": spec.problem, "optimizer": spec.optimizer,
                                                  "pipeline": spec.pipeline, "run": spec.run, "labels": {}},
                                                 rep, 0) for rep in range(1000)], repeat=3) / 1000
-    payload = sweep.execute_run(spec)
+    payload = assemble.execute_run(spec)
     with tempfile.TemporaryDirectory() as d:
         k = [0]
 
         def write():
             s = dict(payload["summary"], run_id=f"bench{k[0]:06d}")
             k[0] += 1
-            results.write_shard(d, s, payload["curves"])
+            store.write_shard(d, s, payload["curves"])
 
         write_s = _timeit(lambda: [write() for _ in range(200)], repeat=3) / 200
     points = len(payload["curves"]["batches"])
@@ -95,7 +97,7 @@ def main(argv=None) -> int:
         sweep.run_sweep(trivial, out=Path(d) / "a", workers=2, progress=False)
         trivial_s = (time.perf_counter() - t) / len(trivial.runs)
     one = trivial.runs[0]
-    run_only = _timeit(lambda: sweep._simulate_run(one), repeat=20)
+    run_only = _timeit(lambda: assemble._simulate_run(one), repeat=20)
     machinery = parse_s + seed_s + write_s
     rows.append(("config validation + expansion, per run", f"{parse_s * 1e3:.3f} ms", ""))
     rows.append(("seed derivation + run id, per run", f"{seed_s * 1e3:.3f} ms", ""))

@@ -1,57 +1,68 @@
 """echosim: simulate data echoing under laggard data pipelines.
 
 The public API is re-exported here and loaded on first use, so ``import echosim``
-stays cheap (no Numba compilation, no matplotlib).
+stays cheap (no Numba compilation, no matplotlib). The layers, bottom up:
+`echosim.pipeline` (the loader), `echosim.training` (the learner),
+`echosim.experiments` (configs, runs, the store), `echosim.plots`; `theory` beside them.
 """
 
 from echosim._version import __version__
 
 _EXPORTS = {
-    "run": "echosim.experiment",
-    "Trajectory": "echosim.experiment",
-    "LeastSquares": "echosim.problems",
-    "Logistic": "echosim.problems",
-    "Dataset": "echosim.problems",
-    "MinibatchSGD": "echosim.optimizers",
-    "EchoedGD": "echosim.optimizers",
-    "EchoedSGD": "echosim.optimizers",
-    "EchoedNesterov": "echosim.optimizers",
-    "EchoedProx": "echosim.optimizers",
-    "ServiceTime": "echosim.arrivals",
-    "Deterministic": "echosim.arrivals",
-    "Exponential": "echosim.arrivals",
-    "Gamma": "echosim.arrivals",
-    "LogNormal": "echosim.arrivals",
-    "Pareto": "echosim.arrivals",
-    "Stall": "echosim.arrivals",
-    "Trace": "echosim.arrivals",
-    "as_service_time": "echosim.arrivals",
-    "service_time_from_dict": "echosim.arrivals",
-    "profile": "echosim.profiling",
-    "fit_service_times": "echosim.profiling",
-    "Pipeline": "echosim.pipeline",
-    "Schedule": "echosim.pipeline",
-    "simulate": "echosim.pipeline",
-    "simulate_with_times": "echosim.pipeline",
-    "load_config": "echosim.config",
-    "ConfigError": "echosim.config",
-    "run_sweep": "echosim.sweep",
-    "median_band": "echosim.plots",
-    "overlay": "echosim.plots",
+    "run": "echosim.training.runner",
+    "Trajectory": "echosim.training.runner",
+    "LeastSquares": "echosim.training.problems",
+    "Logistic": "echosim.training.problems",
+    "Dataset": "echosim.training.problems",
+    "MinibatchSGD": "echosim.training.optimizers",
+    "EchoedGD": "echosim.training.optimizers",
+    "EchoedSGD": "echosim.training.optimizers",
+    "EchoedNesterov": "echosim.training.optimizers",
+    "EchoedProx": "echosim.training.optimizers",
+    "ServiceTime": "echosim.pipeline.service_times",
+    "Deterministic": "echosim.pipeline.service_times",
+    "Exponential": "echosim.pipeline.service_times",
+    "Gamma": "echosim.pipeline.service_times",
+    "LogNormal": "echosim.pipeline.service_times",
+    "Pareto": "echosim.pipeline.service_times",
+    "Stall": "echosim.pipeline.service_times",
+    "Trace": "echosim.pipeline.traces",
+    "as_service_time": "echosim.pipeline.service_times",
+    "service_time_from_dict": "echosim.pipeline.service_times",
+    "profile": "echosim.pipeline.profiling",
+    "fit_service_times": "echosim.pipeline.traces",
+    "Pipeline": "echosim.pipeline.model",
+    "Schedule": "echosim.pipeline.schedule",
+    "simulate": "echosim.pipeline.schedule",
+    "simulate_with_times": "echosim.pipeline.schedule",
+    "load_config": "echosim.experiments.config",
+    "ConfigError": "echosim.experiments.schema",
+    "run_sweep": "echosim.experiments.sweep",
+    "median_band": "echosim.plots.views",
+    "overlay": "echosim.plots.views",
 }
+_MODULES = {"datasets": "echosim.training.datasets"}  # public submodule shortcuts
 
-__all__ = ["__version__", *_EXPORTS]
+__all__ = ["__version__", *_EXPORTS, *_MODULES]
 
 
 def __getattr__(name):
-    if name not in _EXPORTS:
-        raise AttributeError(f"module 'echosim' has no attribute {name!r}")
     import importlib
 
-    value = getattr(importlib.import_module(_EXPORTS[name]), name)
+    if name in _MODULES:
+        value = importlib.import_module(_MODULES[name])
+    elif name in _EXPORTS:
+        value = getattr(importlib.import_module(_EXPORTS[name]), name)
+    else:
+        raise AttributeError(f"module 'echosim' has no attribute {name!r}")
     globals()[name] = value
     return value
 
 
 def __dir__():
     return sorted(__all__)
+
+
+from echosim import _moved  # noqa: E402  (0.1 module paths, deprecated for one release)
+
+_moved.install()

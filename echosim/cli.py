@@ -30,12 +30,14 @@ class _Formatter(argparse.RawDescriptionHelpFormatter):
 
 
 def _cmd_sweep(args) -> int:
-    from echosim import config as cfg
-    from echosim import sweep
+    from echosim.experiments import config as cfg
+    from echosim.experiments import report as report_mod
+    from echosim.experiments import sweep
+    from echosim.experiments.executors import default_workers
 
     conf = cfg.load_config(args.config, overrides=args.set or ())
     out = args.out if args.out is not None else conf.default_out()
-    workers = sweep.default_workers() if args.workers is None else args.workers
+    workers = default_workers() if args.workers is None else args.workers
     if args.dry_run:
         est = sweep.estimate(conf, out=out, workers=workers)
         print(f"{conf.name} ({conf.source}): {conf.describe()}")
@@ -53,13 +55,13 @@ def _cmd_sweep(args) -> int:
     c = report.counts
     print(f"status: {c['ok']} ok, {c['diverged']} diverged, {c['failed']} failed; results in {report.out}")
     print()
-    print(sweep.format_tuned(report.tuned, conf))
-    check = sweep.regime_check(report.tuned, report.summary, conf.settings.get("rtol"))
+    print(report_mod.format_tuned(report.tuned, conf))
+    check = report_mod.regime_check(report.tuned, report.summary, conf.settings.get("rtol"))
     if check:
         print()
         print(check)
     if not args.no_plot:
-        from echosim.plots import plot_results
+        from echosim.plots.views import plot_results
 
         try:
             files = plot_results(report.out)
@@ -99,7 +101,7 @@ def _single_run_config(args):
     import tomllib
     from importlib import resources
 
-    from echosim import config as cfg
+    from echosim.experiments import config as cfg
 
     shorthand = []
     for flag, key in (("batch_size", "optimizer.batch_size"), ("echo", "optimizer.echo"),
@@ -121,8 +123,8 @@ def _single_run_config(args):
 
 
 def _cmd_run(args) -> int:
-    from echosim import results
-    from echosim.sweep import execute_run
+    from echosim.experiments import store
+    from echosim.experiments.assemble import execute_run
 
     conf = _single_run_config(args)
     if len(conf.runs) != 1:
@@ -133,7 +135,7 @@ def _cmd_run(args) -> int:
     payload = execute_run(spec)
     row = dict(payload["summary"])
     if payload["curves"] is not None:
-        row.update(results._analysis(row, payload["curves"], conf.settings))
+        row.update(store._analysis(row, payload["curves"], conf.settings))
     keys = [k for k in row if not k.startswith("version.")]
     width = max(len(k) for k in keys)
     for k in keys:
@@ -151,7 +153,7 @@ def _cmd_run(args) -> int:
 
 
 def _cmd_plot(args) -> int:
-    from echosim.plots import plot_results
+    from echosim.plots.views import plot_results
 
     formats = tuple(f.strip() for f in args.format.split(",") if f.strip())
     files = plot_results(args.results, out=args.out, formats=formats)
@@ -164,7 +166,7 @@ def _cmd_plot(args) -> int:
 
 
 def _cmd_figures(args) -> int:
-    from echosim.figures import make_figures
+    from echosim.plots.figures import make_figures
 
     only = [n.strip() for n in args.only.split(",") if n.strip()] if args.only else None
     files = make_figures(out_dir=args.out, quick=args.quick, only=only, workers=args.workers)
@@ -263,17 +265,15 @@ def _cmd_bounds(args) -> int:
 def _kernel_cache_status() -> list[str]:
     from pathlib import Path
 
-    import echosim
-
-    root = Path(echosim.__file__).parent / "_kernels"
+    root = Path(__file__).parent
     lines = []
-    for module in ("optim", "des"):
-        cache = root / "__pycache__"
-        nbi = sorted(cache.glob(f"{module}.*.nbi")) if cache.is_dir() else []
-        nbc = sorted(cache.glob(f"{module}.*.nbc")) if cache.is_dir() else []
+    for layer in ("training", "pipeline"):
+        cache = root / layer / "__pycache__"
+        nbi = sorted(cache.glob("kernel.*.nbi")) if cache.is_dir() else []
+        nbc = sorted(cache.glob("kernel.*.nbc")) if cache.is_dir() else []
         state = f"cached ({len(nbi)} index files, {len(nbc)} compiled objects)" if nbc else "not cached yet " \
             "(compiled on first use, ~seconds)"
-        lines.append(f"  echosim._kernels.{module}: {state}")
+        lines.append(f"  echosim.{layer}.kernel: {state}")
     return lines
 
 
@@ -414,7 +414,7 @@ def build_parser() -> argparse.ArgumentParser:
     pl.set_defaults(func=_cmd_plot)
 
     fg = sub.add_parser("figures", help="(re)generate every docs figure from the configs kept in the repo",
-                        description="Make the figures of docs/figures.md from echosim/figure_configs/*.toml, "
+                        description="Make the figures of docs/figures.md from echosim/plots/figure_configs/*.toml, "
                         "offline.", epilog=_FIGURES_EXAMPLES, formatter_class=_Formatter)
     fg.add_argument("--out", default="docs/figures", help="output directory (default: docs/figures)")
     fg.add_argument("--quick", action="store_true", help="tiny settings (for CI): well under a minute")
@@ -490,7 +490,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"echosim {args.command}: error: {msg}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except RuntimeError as exc:
-        from echosim.sweep import SweepError
+        from echosim.experiments.executors import SweepError
 
         if not isinstance(exc, SweepError):
             raise

@@ -18,9 +18,9 @@ def test_import_echosim_loads_neither_numba_nor_matplotlib():
     assert "matplotlib" not in loaded
 
 
-@pytest.mark.parametrize("module", ["echosim.problems", "echosim.arrivals", "echosim.pipeline",
-                                    "echosim.optimizers", "echosim.experiment"])
+@pytest.mark.parametrize("module", ["echosim.training.problems", "echosim.pipeline.service_times", "echosim.pipeline",
+                                    "echosim.training.optimizers", "echosim.training.runner"])
 def test_pure_layers_do_not_import_drivers(module):
     loaded = modules_after(f"import {module}")
-    for driver in ("matplotlib", "pandas", "pyarrow", "echosim.sweep", "echosim.plots", "echosim.cli"):
+    for driver in ("matplotlib", "pandas", "pyarrow", "echosim.experiments.sweep", "echosim.plots", "echosim.cli"):
         assert driver not in loaded, f"{module} imports {driver}"

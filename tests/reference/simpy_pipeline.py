@@ -2,7 +2,7 @@
 
 One process per loader worker, one for the accelerator, explicit Python lists for
 the buffer, the held batches and the shuffle buffer. It shares nothing with
-`echosim._kernels.des` except the pre-drawn input arrays, and implements the rules
+`echosim.pipeline.kernel` except the pre-drawn input arrays, and implements the rules
 documented in `echosim.pipeline` from scratch:
 
 - a worker starts the next production index when free ("before": only while

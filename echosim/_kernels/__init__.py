@@ -1,1 +1,0 @@
-"""Private Numba kernels; import through the public facades only."""

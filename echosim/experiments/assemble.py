@@ -1,0 +1,201 @@
+"""The run assembler: one resolved `RunSpec` → problem, optimizer and schedule → a
+Trajectory → a payload of plain dicts and arrays. Every run of every command goes
+through `execute_run`; a run's own exception becomes a "failed" payload, never a crash.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+
+from echosim.experiments import store
+from echosim.experiments.specs import SweepConfig, build_optimizer, build_pipeline, build_problem
+
+__all__ = ["execute_run", "warm_up", "simulate_budget", "truncate_schedule"]
+
+
+# --------------------------------------------------------------------------- one run
+
+
+def _log_every(spec_run: dict, T: int) -> int:
+    every = spec_run.get("log_every", "auto")
+    if every == "auto":
+        return max(1, math.ceil(T / 2000))
+    return int(every)
+
+
+def _batch_time(pipeline) -> float:
+    """Rough wall-clock per fresh batch, to size a time-budget simulation."""
+    load = pipeline.arrival.mean / pipeline.workers
+    steps = pipeline.echo if pipeline.policy in ("fixed", "example") else 1.0
+    per_step = pipeline.step_time.mean + (pipeline.switch_overhead if pipeline.policy == "example" else 0.0)
+    return max(load, steps * per_step + (0.0 if pipeline.policy == "example" else pipeline.switch_overhead))
+
+
+def simulate_budget(pipeline, budget: float, seed: int, batch_size: int | None = None):
+    """Simulate a pipeline for a wall-clock budget; returns (schedule, steps done by the budget).
+
+    The schedule is simulated for a deterministic number of fresh batches (doubled
+    until it runs past the budget); the run keeps the steps that end by `budget`, so
+    its last batch may have fewer steps than the policy planned.
+    """
+    from echosim.pipeline.schedule import simulate
+
+    T = math.ceil(1.25 * budget / _batch_time(pipeline)) + 16
+    while True:
+        schedule = simulate(pipeline, T, seed=seed, batch_size=batch_size)
+        if schedule.makespan > budget:
+            break
+        if T > 50_000_000:
+            raise ValueError(f"time_budget={budget:g} needs more than {T} fresh batches")
+        T *= 2
+    n = int(np.searchsorted(schedule.step_end, budget, side="right"))
+    if n == 0:
+        raise ValueError(f"time_budget={budget:g}: no optimizer step ends within the budget "
+                         f"(the first ends at {schedule.step_end[0]:.4g})")
+    return schedule, n
+
+
+def truncate_schedule(schedule, n: int):
+    """The first `n` steps of a Schedule, with the fresh batches they use (for run())."""
+    import dataclasses
+
+    used = int(schedule.step_batch[n - 1]) + 1
+    spb = np.bincount(schedule.step_batch[:n], minlength=used).astype(np.int64)
+    ex = None if schedule.step_examples is None else schedule.step_examples[:n]
+    return dataclasses.replace(
+        schedule, ready_time=schedule.ready_time[:used], steps_per_batch=spb, step_start=schedule.step_start[:n],
+        step_end=schedule.step_end[:n], step_batch=schedule.step_batch[:n], step_examples=ex,
+        enter_time=schedule.enter_time[:used], take_time=schedule.take_time[:used],
+        busy_time=float(np.sum(schedule.step_end[:n] - schedule.step_start[:n])))
+
+
+def _simulate_run(spec) -> tuple[dict, dict]:
+    from echosim.training.runner import run
+    from echosim.pipeline.schedule import simulate
+
+    problem = build_problem(spec.problem).memoize_batches()
+    optimizer = build_optimizer(spec.optimizer)
+    B = spec.optimizer["batch_size"]
+    info: dict = {}
+    if spec.pipeline is None:
+        T = spec.run["n_batches"]
+        echo = np.full(T, int(spec.optimizer["echo"]), dtype=np.int64)
+    else:
+        pipeline = build_pipeline(spec.pipeline)
+        by_example = pipeline.policy == "example"
+        if "time_budget" in spec.run:
+            full, n = simulate_budget(pipeline, spec.run["time_budget"], spec.pipeline_seed,
+                                      batch_size=B if by_example else None)
+            schedule = truncate_schedule(full, n)
+            info.update({f"schedule.{k}": v for k, v in full.summary().items()})
+        else:
+            schedule = simulate(pipeline, spec.run["n_batches"], seed=spec.pipeline_seed,
+                                batch_size=B if by_example else None)
+            info.update({f"schedule.{k}": v for k, v in schedule.summary().items()})
+        echo = schedule
+    T = echo.n_batches if spec.pipeline is not None else T
+    # log points are in fresh batches, or in steps under example echoing (run()'s unit)
+    units = echo.n_steps if spec.pipeline is not None and echo.step_examples is not None else T
+    every = _log_every(spec.run, units)
+    logs = np.arange(every, units + 1, every, dtype=np.int64)
+    traj = run(problem, optimizer, batch_size=B, echo=echo, n_batches=T if spec.pipeline is None else None,
+               seed=spec.seed, dtype=spec.run.get("dtype", "float64"), log=logs)
+    steps = np.asarray(traj.steps, dtype=np.int64)
+    t = np.full(len(steps), np.nan) if traj.time is None else np.asarray(traj.time, dtype=np.float64)
+    n_steps = int(echo.sum()) if spec.pipeline is None else int(echo.n_steps)
+    curves = {
+        "batches": np.asarray(traj.batches, dtype=np.int64),
+        "steps": steps,
+        "samples": np.asarray(traj.batches, dtype=np.int64) * B,
+        "time": t,
+        "risk": np.asarray(traj.risk, dtype=np.float64),
+        "risk_avg": np.asarray(traj.risk_avg, dtype=np.float64),
+        "risk_end_avg": np.asarray(traj.risk_end_avg, dtype=np.float64),
+    }
+    const = problem.constants()
+    last = len(steps) > 0
+    info.update(
+        status=traj.status,
+        error="",
+        diverged_at=math.nan if traj.diverged_at is None else float(traj.diverged_at),
+        n_batches=int(T),
+        n_steps=n_steps,
+        mean_echo=n_steps / T,
+        final_batches=int(curves["batches"][-1]) if last else 0,
+        final_risk=float(curves["risk"][-1]) if last else math.nan,
+        final_risk_avg=float(curves["risk_avg"][-1]) if last else math.nan,
+        final_risk_end_avg=float(curves["risk_end_avg"][-1]) if last else math.nan,
+        final_time=float(t[-1]) if last else math.nan,
+        F_star=float(problem.F_star),
+        beta=float(const["beta"]),
+        rho=float(const["rho"]),
+        D=float(const["D"]),
+        constants_kind=str(getattr(problem, "constants_kind", "")),
+    )
+    return info, curves
+
+
+def _one_line(exc: BaseException) -> str:
+    msg = " ".join(str(exc).split())
+    text = f"{type(exc).__name__}: {msg}" if msg else type(exc).__name__
+    return text[:500]
+
+
+def execute_run(spec) -> dict:
+    """Run one spec; returns ``{"summary": row dict, "curves": dict of arrays or None}``.
+
+    Never raises for a run's own errors: an exception gives status "failed" and its
+    message in ``error`` (and no curves).
+    """
+    t0 = time.perf_counter()
+    row = spec.params()
+    curves = None
+    try:
+        info, curves = _simulate_run(spec)
+        row.update(info)
+    except Exception as exc:  # noqa: BLE001 - a failed run is data, not a crash
+        row.update(status="failed", error=_one_line(exc))
+    row["elapsed_s"] = time.perf_counter() - t0
+    row.update(store.provenance())
+    return {"summary": row, "curves": curves}
+
+
+def _execute_and_write(spec, out) -> dict:
+    payload = execute_run(spec)
+    store.write_run(out, payload)
+    return payload
+
+
+# --------------------------------------------------------------------------- warm-up
+
+
+def warm_up(config: SweepConfig | None = None) -> float:
+    """Compile (or load from Numba's cache) every kernel the sweep needs; returns seconds.
+
+    Called in the parent before forking workers (they inherit the compiled code) and,
+    under Dask, once on every worker.
+    """
+    from echosim.training.runner import compile_kernels
+
+    t0 = time.perf_counter()
+    dtypes = {"float64"}
+    pipelines = True
+    if config is not None:
+        dtypes = {r.run.get("dtype", "float64") for r in config.runs} or {"float64"}
+        pipelines = any(r.pipeline is not None for r in config.runs)
+    compile_kernels(tuple(sorted(dtypes)))
+    if pipelines:
+        from echosim.pipeline.model import Pipeline
+        from echosim.pipeline.schedule import simulate
+
+        simulate(Pipeline(1.0, policy="fixed", echo=1.0), n_batches=2, seed=0)
+    return time.perf_counter() - t0
+
+
+def _warm_all():  # for Dask workers
+    return warm_up(None)
+
+

@@ -1,0 +1,454 @@
+"""Sweep configuration: a TOML file (or dict) ⇄ validated run specs, grid expansion, clear errors.
+
+A config has four sections and an optional fifth::
+
+    [problem]    what is optimised (LeastSquares, Logistic, Dataset)
+    [pipeline]   the data pipeline that decides when batches arrive (optional)
+    [optimizer]  method, learning rate, batch size B, echo factor K
+    [sweep]      seeds, budget (fresh batches T or a wall-clock budget), target
+    [joint]      parameters that vary together (optional)
+
+Any scalar may be a list, and lists form a grid (benchopt's ``product_param``): the
+runs are every combination, times ``sweep.repetitions`` seeds. A key of the form
+``"a, b" = [[a1, b1], [a2, b2]]`` varies ``a`` and ``b`` jointly instead of crossing
+them (benchopt's joint keys; ``[joint]`` takes full key paths such as
+``"optimizer.batch_size, sweep.n_batches"``). Learning rates may also be
+``"paper"`` (the 61 values 10^(-2 + i/20), 0.01 to 10) or a log-spaced table
+``{start = 0.01, stop = 10, per_decade = 20}`` / ``{start, stop, num}``.
+
+Every error is a `ConfigError` (a ValueError) whose message is one line naming the
+key path, e.g. ``optimizer.lr[2]: must be a number >= 0, got -1``. The whole grid is
+resolved, and every Problem, Optimizer and Pipeline constructed, before any run
+starts. The full schema is in ``docs/sweep.md``.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import itertools
+import math
+import tomllib
+from pathlib import Path
+
+
+from echosim.experiments.grid import _AxisRef, _field_for, _Grid, _joint
+from echosim.experiments.schema import (
+    _ECHO_POLICIES,
+    _PROBLEM_DEFAULTS,
+    _RUN_KEYS,
+    _SETTING_KEYS,
+    DEFAULT_TOML,
+    FIELDS,
+    SCHEMA,
+    SECTIONS,
+    ConfigError,
+    _show,
+)
+from echosim.experiments.specs import (
+    RunSpec,
+    SweepConfig,
+    _derive_seed,
+    _jsonable,
+    build_optimizer,
+    build_pipeline,
+    build_problem,
+    canonical_json,
+    stable_hash,
+)
+
+__all__ = ["load_config", "parse_config", "default_config"]
+
+# --------------------------------------------------------------------------- loading
+
+
+def default_config(overrides=()) -> SweepConfig:
+    """The embedded Figure-2-style sweep (``echosim/default_sweep.toml``)."""
+    from importlib import resources
+
+    text = resources.files("echosim").joinpath(DEFAULT_TOML).read_text(encoding="utf-8")
+    return _from_text(text, source="<default>", base_dir=Path.cwd(), overrides=overrides)
+
+
+def load_config(path=None, overrides=()) -> SweepConfig:
+    """Read and validate a TOML config (None: the embedded default).
+
+    `overrides` are ``"key.path=value"`` strings, the value in TOML syntax (a bare
+    word is taken as a string), applied before validation.
+    """
+    if path is None:
+        return default_config(overrides)
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
+        raise ConfigError(f"cannot read config file {str(path)!r}: {reason}") from None
+    return _from_text(text, source=str(path), base_dir=p.resolve().parent, overrides=overrides)
+
+
+def _from_text(text, source, base_dir, overrides):
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"invalid TOML: {exc}") from None
+    return parse_config(data, source=source, base_dir=base_dir, overrides=overrides, text=text)
+
+
+def _parse_override(item: str):
+    """"key.path=value" → (["key", "path"], value); keys may be quoted as in TOML."""
+    if not isinstance(item, str) or "=" not in item:
+        raise ConfigError(f"--set {item!r}: expected KEY=VALUE, e.g. optimizer.echo=[1,2,4]")
+    key, _, raw = item.partition("=")
+    try:
+        node = tomllib.loads(f"{key.strip()} = 0")
+    except tomllib.TOMLDecodeError:
+        node = None
+    parts = []
+    while isinstance(node, dict) and len(node) == 1:
+        k, node = next(iter(node.items()))
+        parts.append(k)
+    if node != 0 or len(parts) < 2:
+        raise ConfigError(f"--set {item!r}: KEY must be a dotted path such as optimizer.lr "
+                          '(quote a joint key: joint."optimizer.batch_size, sweep.n_batches")')
+    try:
+        value = tomllib.loads(f"v = {raw.strip()}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = raw.strip()
+    return parts, value
+
+
+def _apply_overrides(data: dict, overrides) -> None:
+    for item in overrides:
+        parts, value = _parse_override(item)
+        node = data
+        for k in parts[:-1]:
+            nxt = node.setdefault(k, {})
+            if not isinstance(nxt, dict):
+                raise ConfigError(f"--set {item!r}: {k} is not a table")
+            node = nxt
+        node[parts[-1]] = value
+
+
+def parse_config(data: dict, *, source: str = "<dict>", base_dir=None, overrides=(), text: str = "") -> SweepConfig:
+    """Validate a config dict (as from `tomllib`) and expand it into run specs.
+
+    Raises `ConfigError` naming the key path on any problem; every run's Problem,
+    Optimizer and Pipeline is constructed here, before anything runs.
+    """
+    data = copy.deepcopy(data)
+    _apply_overrides(data, overrides)
+    base_dir = Path(base_dir) if base_dir is not None else Path.cwd()
+    if not isinstance(data, dict):
+        raise ConfigError("the config must be a table of sections")
+    unknown = [k for k in data if k not in SECTIONS and k != "joint"]
+    if unknown:
+        raise ConfigError(f"{unknown[0]}: unknown section; allowed: {', '.join(SECTIONS)}, joint")
+    for s in ("problem", "optimizer", "sweep"):
+        if s not in data:
+            raise ConfigError(f"{s}: missing section [{s}]")
+    grid = _Grid(base_dir)
+    for section in SECTIONS:
+        table = data.get(section)
+        if table is None:
+            continue
+        if not isinstance(table, dict):
+            raise ConfigError(f"{section}: must be a table [{section}], got {_show(table)}")
+        for key, value in table.items():
+            if "," in key:
+                _joint(grid, section, key, value)
+            else:
+                path = f"{section}.{key}"
+                grid.add(path, _field_for(path, path), value, path)
+    joint = data.get("joint", {})
+    if not isinstance(joint, dict):
+        raise ConfigError(f"joint: must be a table [joint], got {_show(joint)}")
+    for key, value in joint.items():
+        if "," not in key:
+            raise ConfigError(f'joint."{key}": a joint key names two or more keys separated by commas')
+        _joint(grid, None, key, value)
+
+    settings = _settings(grid, source)
+    return _expand(grid, settings, source=source, text=text, overrides=tuple(overrides))
+
+
+def _settings(grid: _Grid, source: str) -> dict:
+    s = {}
+    for k in _SETTING_KEYS:
+        fld = FIELDS["sweep"][k]
+        s[k] = grid.fixed.get(f"sweep.{k}", fld.default)
+    if s["name"] is None:
+        s["name"] = Path(source).stem if not source.startswith("<") else source.strip("<>")
+    if s["rtol"] is not None and s["atol"] is not None:
+        raise ConfigError("sweep.atol: give either rtol (relative to F*) or atol (excess risk), not both")
+    if s["rtol"] is None and s["atol"] is None:
+        s["rtol"] = 0.01
+    has_T = "sweep.n_batches" in grid.declared
+    has_budget = "sweep.time_budget" in grid.declared
+    if has_T == has_budget:
+        raise ConfigError("sweep.n_batches: set exactly one of sweep.n_batches (fresh batches T) "
+                          "or sweep.time_budget (simulated wall-clock)")
+    return s
+
+
+# --------------------------------------------------------------------------- expansion
+
+
+class _Usage:
+    """Which declared keys applied to at least one run (the rest are errors)."""
+
+    def __init__(self):
+        self.used: set[str] = set()
+
+    def use(self, path):
+        self.used.add(path)
+
+
+def _points(grid: _Grid):
+    for combo in itertools.product(*[range(len(a.values)) for a in grid.axes]):
+        point = dict(grid.fixed)
+        labels = dict(grid.fixed_labels)
+        for a, i in zip(grid.axes, combo):
+            for p, v, lab in zip(a.paths, a.values[i], a.labels[i]):
+                point[p] = v
+                labels[p] = lab
+        # fill service templates whose keys are axes
+        for p, v in list(point.items()):
+            if isinstance(v, dict):
+                point[p] = {k: (point[x.path] if isinstance(x, _AxisRef) else x) for k, x in v.items()}
+                for k, x in v.items():
+                    if isinstance(x, _AxisRef):
+                        labels[p] = labels[p] + f" ({k} from {labels[x.path]})"
+        yield point, labels
+
+
+def _expand(grid: _Grid, settings: dict, *, source, text, overrides) -> SweepConfig:
+    usage = _Usage()
+    caches: dict = {"problem": {}}
+    runs, seen = [], set()
+    n_points = 0
+    for point, labels in _points(grid):
+        n_points += 1
+        base = _resolve(point, labels, usage, caches)
+        for rep in range(settings["repetitions"]):
+            spec = _make_spec(base, rep, settings["seed"])
+            if spec.run_id in seen:
+                continue
+            seen.add(spec.run_id)
+            runs.append(spec)
+    # keys that applied to no run at all
+    for path, where in grid.declared.items():
+        if path.startswith("sweep.") and path.split(".", 1)[1] in _SETTING_KEYS:
+            continue
+        if path not in usage.used and not any(u.startswith(path + ".") for u in usage.used):
+            section, _, key = path.partition(".")
+            fld = FIELDS.get(section, {}).get(key.split(".")[0])
+            why = _applies_text(section, key, fld)
+            raise ConfigError(f"{where}: applies to no run of this grid{why}")
+    if settings["tune_by"] == "time" and any(r.pipeline is None for r in runs):
+        raise ConfigError("sweep.tune_by: 'time' needs a [pipeline] section (simulated wall-clock)")
+    axes = tuple(dict.fromkeys(p for a in grid.axes for p in a.paths))
+    chash = stable_hash({"schema": SCHEMA, "settings": settings, "runs": [r.run_id for r in runs]})
+    return SweepConfig(runs=tuple(runs), settings=settings, axes=axes, source=source, text=text,
+                       overrides=overrides, n_points=n_points, config_hash=chash)
+
+
+def _applies_text(section, key, fld) -> str:
+    if fld is None or not fld.applies:
+        if section == "optimizer" and key == "echo":
+            return (" (optimizer.echo applies to echoed methods without a pipeline or with pipeline.policy "
+                    "'fixed' or 'example')")
+        return ""
+    what = {"problem": "problem.kind", "optimizer": "optimizer.method", "pipeline": "pipeline.policy"}[section]
+    return f" (it applies only when {what} is {' or '.join(repr(a) for a in fld.applies)})"
+
+
+def _get(point, usage, section, key, default, applies_to=None):
+    path = f"{section}.{key}"
+    fld = FIELDS[section][key]
+    if fld.applies and applies_to not in fld.applies:
+        return None, False
+    if path in point:
+        usage.use(path)
+        return point[path], True
+    return default, False
+
+
+def _resolve(point, labels, usage, caches) -> dict:
+    """Point (path → value) → resolved dicts plus the constructed objects' checks."""
+    lab = lambda p: labels.get(p, p)  # noqa: E731
+
+    # ---- problem
+    kind = point.get("problem.kind")
+    if kind is None:
+        raise ConfigError("problem.kind: required; " + FIELDS["problem"]["kind"].describe())
+    usage.use("problem.kind")
+    problem = {"kind": kind}
+    for key, fld in FIELDS["problem"].items():
+        if key == "kind":
+            continue
+        default = _PROBLEM_DEFAULTS.get(kind, {}).get(key, fld.default)
+        value, _ = _get(point, usage, "problem", key, default, kind)
+        if fld.applies and kind not in fld.applies:
+            continue
+        if value is None:
+            if fld.required:
+                raise ConfigError(f"problem.{key}: required for kind {kind!r} ({fld.describe()})")
+            continue
+        problem[key] = value
+    if kind == "dataset":
+        problem = _resolve_dataset(problem, lab)
+    pkey = canonical_json(problem)
+    if pkey not in caches["problem"]:
+        try:
+            caches["problem"][pkey] = build_problem(problem)
+        except ValueError as exc:
+            where = ", ".join(sorted({lab(p) for p in point if p.startswith("problem.")}))
+            raise ConfigError(f"problem ({where}): {exc}") from None
+    problem_obj = caches["problem"][pkey]
+
+    # ---- pipeline
+    has_pipeline = any(p.startswith("pipeline.") for p in point)
+    pipeline = None
+    policy = None
+    if has_pipeline:
+        policy = point.get("pipeline.policy", "fixed")
+        pipeline = {}
+        for key, fld in FIELDS["pipeline"].items():
+            value, _ = _get(point, usage, "pipeline", key, fld.default, policy)
+            if fld.applies and policy not in fld.applies:
+                continue
+            if value is None and fld.required:
+                raise ConfigError(f"pipeline.{key}: required in [pipeline] ({fld.describe()})")
+            pipeline[key] = value
+
+    # ---- optimizer
+    method = point.get("optimizer.method", "echoed_gd")
+    if "optimizer.method" in point:
+        usage.use("optimizer.method")
+    optimizer = {"method": method}
+    for key, fld in FIELDS["optimizer"].items():
+        if key in ("method", "echo"):
+            continue
+        value, _ = _get(point, usage, "optimizer", key, fld.default, method)
+        if fld.applies and method not in fld.applies:
+            continue
+        if value is None and fld.required:
+            raise ConfigError(f"optimizer.{key}: required ({fld.describe()})")
+        optimizer[key] = value
+    echo_applies = method != "minibatch_sgd" and (pipeline is None or policy in _ECHO_POLICIES)
+    if echo_applies:
+        K = point.get("optimizer.echo", 1.0)
+        if "optimizer.echo" in point:
+            usage.use("optimizer.echo")
+        if pipeline is None and K != math.floor(K):
+            raise ConfigError(f"{lab('optimizer.echo')}: a non-integer echo factor ({K:g}) needs "
+                              "pipeline.policy 'fixed' (random rounding); without a pipeline K is an integer")
+        optimizer["echo"] = int(K) if K == math.floor(K) else K
+    elif method == "minibatch_sgd" and policy in ("greedy", "example"):
+        raise ConfigError(f"{lab('optimizer.method')}: minibatch_sgd takes one step per fresh batch, but "
+                          f"{lab('pipeline.policy')} = {policy!r} does not; use policy 'sync' or 'fixed'")
+    elif policy == "greedy":
+        pass
+    else:
+        optimizer["echo"] = 1
+    if method == "echoed_sgd" and not optimizer["replace"] and optimizer["sub_batch"] > optimizer["batch_size"]:
+        raise ConfigError(f"{lab('optimizer.sub_batch')}: sub_batch ({optimizer['sub_batch']}) exceeds "
+                          f"{lab('optimizer.batch_size')} ({optimizer['batch_size']}) when sampling without replacement")
+    try:
+        build_optimizer(optimizer)
+    except ValueError as exc:
+        where = ", ".join(sorted({lab(p) for p in point if p.startswith("optimizer.")}))
+        raise ConfigError(f"optimizer ({where}): {exc}") from None
+
+    # ---- the pipeline object (needs K)
+    if pipeline is not None:
+        pipeline = _resolve_pipeline(pipeline, optimizer.get("echo"), point, lab)
+
+    # ---- run budget
+    run = {}
+    for key in _RUN_KEYS:
+        fld = FIELDS["sweep"][key]
+        value, _ = _get(point, usage, "sweep", key, fld.default)
+        if value is not None:
+            run[key] = value
+    if "time_budget" in run and pipeline is None:
+        raise ConfigError(f"{lab('sweep.time_budget')}: a time budget needs a [pipeline] section "
+                          "(simulated wall-clock); use sweep.n_batches without one")
+    return {"problem": problem, "optimizer": optimizer, "pipeline": pipeline, "run": run,
+            "labels": labels, "problem_obj": problem_obj}
+
+
+def _resolve_pipeline(pipeline, K, point, lab) -> dict:
+    from echosim.pipeline.service_times import as_service_time
+
+    out = {}
+    services = {}
+    for key in ("arrival", "step_time"):
+        try:
+            svc = as_service_time(pipeline[key])
+        except ValueError as exc:
+            raise ConfigError(f"{lab('pipeline.' + key)}: {exc}") from None
+        services[key] = svc
+    for key, value in pipeline.items():
+        if key in services:
+            out[key] = _service_dict(services[key])
+            out[key + "_name"] = repr(services[key])
+            out[key + "_mean"] = float(services[key].mean)
+        else:
+            out[key] = value
+    if out["policy"] in _ECHO_POLICIES:
+        out["echo"] = float(K)
+    try:
+        build_pipeline(out)
+    except ValueError as exc:
+        where = ", ".join(sorted({lab(p) for p in point if p.startswith("pipeline.")}))
+        raise ConfigError(f"pipeline ({where}): {exc}") from None
+    return out
+
+
+def _service_dict(svc) -> dict:
+    d = svc.to_dict()
+    return {k: _jsonable(v) for k, v in d.items()}
+
+
+def _resolve_dataset(problem: dict, lab) -> dict:
+    if ("name" in problem) == ("path" in problem):
+        raise ConfigError("problem.path: a dataset needs exactly one of problem.name (a named data set: "
+                          "breast_cancer, digits, iris, wine, covertype, mnist) or problem.path (a file)")
+    out = dict(problem)
+    if "name" in problem:
+        if "format" in problem or "positive" in problem:
+            key = "format" if "format" in problem else "positive"
+            raise ConfigError(f"{lab('problem.' + key)}: applies only to a data file (problem.path)")
+        return out
+    p = Path(problem["path"])
+    label = lab("problem.path")
+    try:
+        digest = hashlib.sha256(p.read_bytes()).hexdigest()[:16]
+    except OSError as exc:
+        raise ConfigError(f"{label}: cannot read data file {str(p)!r}: {exc.strerror or exc}") from None
+    if "format" not in out:
+        name = p.name.lower()
+        out["format"] = ("npz" if name.endswith(".npz") else
+                         "svmlight" if any(t in name for t in (".svm", ".svmlight", ".libsvm")) else "csv")
+    out["digest"] = digest
+    return out
+
+
+def _make_spec(base: dict, rep: int, base_seed: int) -> RunSpec:
+    problem, optimizer, pipeline, run = base["problem"], base["optimizer"], base["pipeline"], base["run"]
+    h_problem = int(stable_hash(problem, 16), 16)
+    seed = _derive_seed(base_seed, 0, h_problem >> 32, h_problem & 0xFFFFFFFF, optimizer["batch_size"], rep)
+    pseed = None
+    if pipeline is not None:
+        timing = {k: pipeline[k] for k in ("arrival", "step_time", "workers", "prefetch", "delivery",
+                                           "blocking", "switch_overhead")}
+        h_pipe = int(stable_hash(timing, 16), 16)
+        pseed = _derive_seed(base_seed, 1, h_pipe >> 32, h_pipe & 0xFFFFFFFF, rep)
+    spec = RunSpec(problem=problem, optimizer=optimizer, pipeline=pipeline, run=run, repetition=rep,
+                   base_seed=base_seed, seed=seed, pipeline_seed=pseed, run_id="", labels=base["labels"])
+    object.__setattr__(spec, "run_id", stable_hash(spec.resolved(), 16))
+    return spec
+
+

@@ -1,0 +1,248 @@
+"""The sweep config schema: every key of every section, its type, range, default and
+where it applies (`FIELDS`), the learning-rate grids, and `ConfigError`."""
+
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+__all__ = ["ConfigError", "Field", "FIELDS", "lr_grid", "PAPER_LRS", "SCHEMA", "SECTIONS"]
+
+SCHEMA = "echosim-run/1"
+"""Version tag hashed into every run id; bump it when the meaning of a run changes."""
+
+SECTIONS = ("problem", "pipeline", "optimizer", "sweep")
+DEFAULT_TOML = "default_sweep.toml"
+
+
+class ConfigError(ValueError):
+    """A bad config: one line naming the key path and what is allowed."""
+
+
+def _is_real(v) -> bool:
+    return isinstance(v, numbers.Real) and not isinstance(v, bool)
+
+
+def lr_grid(start: float, stop: float, per_decade: float | None = None, num: int | None = None) -> list[float]:
+    """Log-spaced learning rates from `start` to `stop` inclusive.
+
+    Give `per_decade` (values per factor of 10: ratio 10^(1/per_decade), the paper's
+    grid is ``lr_grid(0.01, 10, per_decade=20)``: 61 values) or `num` (geomspace).
+    Values are computed as start·10^(i/per_decade), so they are exact powers when
+    start is one.
+    """
+    if not (_is_real(start) and _is_real(stop) and 0 < start <= stop and math.isfinite(stop)):
+        raise ConfigError(f"lr: need 0 < start <= stop (finite), got start={start!r}, stop={stop!r}")
+    if (per_decade is None) == (num is None):
+        raise ConfigError("lr: give exactly one of per_decade or num")
+    if per_decade is not None:
+        if not (_is_real(per_decade) and per_decade > 0 and math.isfinite(per_decade)):
+            raise ConfigError(f"lr.per_decade: must be a number > 0, got {per_decade!r}")
+        n = int(math.floor(math.log10(stop / start) * per_decade + 1e-9))
+        lo = math.log10(start)
+        return [float(10 ** (lo + i / per_decade)) for i in range(n + 1)]
+    if isinstance(num, bool) or not isinstance(num, numbers.Integral) or num < 1:
+        raise ConfigError(f"lr.num: must be an integer >= 1, got {num!r}")
+    if num == 1:
+        return [float(start)]
+    return [float(v) for v in np.geomspace(start, stop, int(num))]
+
+
+PAPER_LRS = tuple(lr_grid(0.01, 10.0, per_decade=20))
+"""Agarwal et al.'s grid: 61 learning rates 0.01 … 10, adjacent ratio 10^(1/20)."""
+
+
+# --------------------------------------------------------------------------- schema
+
+
+@dataclass(frozen=True)
+class Field:
+    """One config key: its type, range, default, and where it applies."""
+
+    kind: str  # int | float | str | bool | choice | service | lr | momentum | log_every
+    default: Any = None
+    lo: float | None = None
+    lo_open: bool = False
+    hi: float | None = None
+    hi_open: bool = False
+    choices: tuple = ()
+    grid: bool = True
+    required: bool = False
+    applies: tuple = ()  # problem kinds / optimizer methods / pipeline policies; () = always
+    doc: str = ""
+
+    def describe(self) -> str:
+        if self.kind == "choice":
+            return "one of " + ", ".join(repr(c) for c in self.choices)
+        if self.kind == "bool":
+            return "true or false"
+        if self.kind == "str":
+            return "a string"
+        if self.kind == "service":
+            return 'a number > 0 or a table like {kind = "gamma", mean = 8, cv = 0.5}'
+        if self.kind == "lr":
+            return ('a number >= 0, a list of them, "paper", or a table '
+                    "{start, stop, per_decade} or {start, stop, num}")
+        if self.kind == "momentum":
+            return "'nesterov' or a number in [0, 1)"
+        if self.kind == "log_every":
+            return "'auto' or an integer >= 1"
+        if self.kind == "standardize":
+            return "true, false, 'zscore' or 'minmax'"
+        what = "an integer" if self.kind == "int" else "a number"
+        parts = []
+        if self.lo is not None:
+            parts.append(f"{'>' if self.lo_open else '>='} {self.lo:g}")
+        if self.hi is not None:
+            parts.append(f"{'<' if self.hi_open else '<='} {self.hi:g}")
+        return what + (" " + " and ".join(parts) if parts else "")
+
+    def check(self, label: str, value):
+        """The value, normalised (ints for int fields, floats for float fields)."""
+        bad = ConfigError(f"{label}: must be {self.describe()}, got {_show(value)}")
+        k = self.kind
+        if k == "int":
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+                raise bad
+            value = int(value)
+        elif k == "float":
+            if not _is_real(value) or not math.isfinite(value):
+                raise bad
+            value = float(value)
+        elif k == "str":
+            if not isinstance(value, str):
+                raise bad
+            return value
+        elif k == "bool":
+            if not isinstance(value, bool):
+                raise bad
+            return value
+        elif k == "choice":
+            if value not in self.choices:
+                raise bad
+            return value
+        elif k == "lr":
+            if not _is_real(value) or not math.isfinite(value) or value < 0:
+                raise ConfigError(f"{label}: must be a number >= 0, got {_show(value)}")
+            return float(value)
+        elif k == "momentum":
+            if value == "nesterov":
+                return value
+            if not _is_real(value) or not (0 <= value < 1):
+                raise bad
+            return float(value)
+        elif k == "standardize":
+            if value in (True, False, "zscore", "minmax"):
+                return value
+            raise bad
+        elif k == "log_every":
+            if value == "auto":
+                return value
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+                raise bad
+            return int(value)
+        else:  # pragma: no cover - schema bug
+            raise AssertionError(k)
+        if self.lo is not None and (value < self.lo or (self.lo_open and value == self.lo)):
+            raise bad
+        if self.hi is not None and (value > self.hi or (self.hi_open and value == self.hi)):
+            raise bad
+        return value
+
+
+_PROBLEM_KINDS = ("logistic", "least_squares", "dataset")
+_SYNTH = ("logistic", "least_squares")
+_METHODS = {
+    "minibatch_sgd": "MinibatchSGD",
+    "echoed_gd": "EchoedGD",
+    "echoed_sgd": "EchoedSGD",
+    "echoed_nesterov": "EchoedNesterov",
+    "echoed_prox": "EchoedProx",
+}
+_POLICIES = ("sync", "fixed", "greedy", "example")
+_ECHO_POLICIES = ("fixed", "example")
+
+FIELDS: dict[str, dict[str, Field]] = {
+    "problem": {
+        "kind": Field("choice", choices=_PROBLEM_KINDS, required=True, doc="which objective"),
+        "dim": Field("int", lo=1, applies=_SYNTH, required=True, doc="dimension d"),
+        "design": Field("choice", choices=("gaussian", "sphere"), applies=_SYNTH,
+                        doc="x ~ N(0, diag(i^-decay)) or uniform on the sphere of radius r"),
+        "decay": Field("float", 0.0, lo=0, applies=_SYNTH, doc="spectrum exponent (gaussian design)"),
+        "radius": Field("float", 1.0, lo=0, lo_open=True, applies=_SYNTH, doc="sphere radius r"),
+        "w_star_norm": Field("float", lo=0, applies=_SYNTH, doc="‖w*‖ (equal entries)"),
+        "noise": Field("choice", "gaussian", choices=("gaussian", "uniform"), applies=("least_squares",),
+                       doc="label noise law"),
+        "noise_std": Field("float", 0.5, lo=0, applies=("least_squares",), doc="label noise σ"),
+        "name": Field("str", applies=("dataset",),
+                      doc="a named data set of echosim.datasets (breast_cancer, digits, iris, wine, covertype, mnist)"),
+        "path": Field("str", applies=("dataset",), doc="a data file (.csv[.gz], .npz, .svm/.svmlight/.libsvm)"),
+        "format": Field("choice", choices=("csv", "npz", "svmlight"), applies=("dataset",),
+                        doc="file format (default: from the suffix)"),
+        "loss": Field("choice", "logistic", choices=("logistic", "squared", "softmax"), applies=("dataset",)),
+        "l2": Field("float", lo=0, applies=("dataset",), doc="L2 weight (default: 0, or 1e-4 if separable)"),
+        "standardize": Field("standardize", True, applies=("dataset",), doc="true/'zscore', 'minmax' or false"),
+        "task": Field("str", applies=("dataset",), doc="labels → ±1, e.g. '2-vs-rest', 'even-odd'"),
+        "positive": Field("float", applies=("dataset",), doc="the label that is +1 (files)"),
+        "intercept": Field("bool", False, applies=("dataset",), doc="append a column of ones"),
+    },
+    "pipeline": {
+        "arrival": Field("service", required=True, doc="loader time per batch per worker (t_up)"),
+        "workers": Field("int", 1, lo=1, doc="loader workers W"),
+        "prefetch": Field("int", 2, lo=1, doc="prefetch buffer capacity C"),
+        "step_time": Field("service", 1.0, doc="time of one optimizer step (t_down)"),
+        "policy": Field("choice", "fixed", choices=_POLICIES, doc="echo policy"),
+        "max_echo": Field("int", 64, lo=1, applies=("greedy",), doc="bound on K_t under greedy"),
+        "shuffle_buffer": Field("int", lo=1, applies=("example",), doc="examples in the shuffle buffer"),
+        "delivery": Field("choice", "ordered", choices=("ordered", "unordered")),
+        "blocking": Field("choice", "after", choices=("after", "before")),
+        "switch_overhead": Field("float", 0.0, lo=0, doc="time to switch to a new batch"),
+    },
+    "optimizer": {
+        "method": Field("choice", "echoed_gd", choices=tuple(_METHODS)),
+        "lr": Field("lr", required=True, doc="learning rate η"),
+        "batch_size": Field("int", lo=1, required=True, doc="B"),
+        "echo": Field("float", 1.0, lo=1, doc="K, steps per fresh batch"),
+        "sub_batch": Field("int", 1, lo=1, applies=("echoed_sgd",)),
+        "replace": Field("bool", True, applies=("echoed_sgd",)),
+        "momentum": Field("momentum", "nesterov", applies=("echoed_nesterov",)),
+        "lam": Field("float", 1.0, lo=0, applies=("echoed_prox",), doc="prox weight λ"),
+    },
+    "sweep": {
+        "name": Field("str", grid=False, doc="label of the sweep (output directory name)"),
+        "seed": Field("int", 0, lo=0, grid=False, doc="base seed"),
+        "repetitions": Field("int", 1, lo=1, grid=False, doc="seeds per setting"),
+        "n_batches": Field("int", lo=1, doc="fresh batches T per run"),
+        "time_budget": Field("float", lo=0, lo_open=True, doc="simulated wall-clock per run"),
+        "log_every": Field("log_every", "auto", doc="log every n fresh batches"),
+        "dtype": Field("choice", "float64", choices=("float64", "float32")),
+        "rtol": Field("float", lo=0, lo_open=True, grid=False, doc="target: loss <= (1 + rtol) F*"),
+        "atol": Field("float", lo=0, lo_open=True, grid=False, doc="target: loss - F* <= atol"),
+        "window": Field("int", 10, lo=1, grid=False, doc="trailing-mean window, logged points"),
+        "iterate": Field("choice", "last", choices=("last", "avg", "end_avg"), grid=False),
+        "tune_by": Field("choice", "batches", choices=("batches", "steps", "samples", "time"), grid=False),
+    },
+}
+
+_PROBLEM_DEFAULTS = {
+    "logistic": {"design": "sphere", "w_star_norm": 2.0},
+    "least_squares": {"design": "gaussian", "w_star_norm": 1.0},
+}
+_RUN_KEYS = ("n_batches", "time_budget", "log_every", "dtype")
+_SETTING_KEYS = ("name", "seed", "repetitions", "rtol", "atol", "window", "iterate", "tune_by")
+
+
+def _show(v) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, dict):
+        return "a table"
+    if isinstance(v, list):
+        return "a list"
+    return repr(v)
+
+

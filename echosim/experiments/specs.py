@@ -1,0 +1,208 @@
+"""Run specs: one resolved run as plain dicts, its seeds (derived from its data-defining
+axes, never its grid position), its content hash (the run id), and the builders that
+turn it into Problem, Optimizer and Pipeline objects."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from echosim.experiments.schema import _ECHO_POLICIES, _METHODS, SCHEMA
+
+__all__ = ["RunSpec", "SweepConfig", "canonical_json", "stable_hash", "build_problem", "build_optimizer",
+           "build_pipeline"]
+
+
+# --------------------------------------------------------------------------- hashing
+
+
+def _jsonable(v):
+    if isinstance(v, dict):
+        return {str(k): _jsonable(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_jsonable(x) for x in v]
+    if isinstance(v, np.ndarray):
+        return [_jsonable(x) for x in v.tolist()]
+    if isinstance(v, (np.integer,)):
+        return int(v)
+    if isinstance(v, (np.floating,)):
+        return float(v)
+    return v
+
+
+def canonical_json(obj) -> str:
+    """Sorted-key, compact JSON: the text that run ids and config hashes are taken of."""
+    return json.dumps(_jsonable(obj), sort_keys=True, separators=(",", ":"), allow_nan=False)
+
+
+def stable_hash(obj, n: int = 16) -> str:
+    """First `n` hex digits of the SHA-256 of `canonical_json(obj)`."""
+    return hashlib.sha256(canonical_json(obj).encode()).hexdigest()[:n]
+
+
+def _derive_seed(*words: int) -> int:
+    """A 63-bit seed from `numpy.random.SeedSequence(words)` (order-sensitive, collision-free in practice)."""
+    a, b = np.random.SeedSequence([int(w) for w in words]).generate_state(2, np.uint32)
+    return ((int(a) << 32) | int(b)) >> 1
+
+
+# --------------------------------------------------------------------------- run specs
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One fully resolved run: plain dicts (picklable, JSON-able), its seeds and id.
+
+    ``problem``, ``optimizer``, ``pipeline`` (None without a pipeline) and ``run``
+    (n_batches or time_budget, log_every, dtype) hold only the keys that apply.
+    ``seed`` (the data seed) comes from (base seed, problem, B, repetition) and
+    ``pipeline_seed`` from (base seed, the pipeline's timing keys, repetition), never
+    from the run's position in the grid: runs that differ only in K, lr or method see
+    the same batches and the same loader times (common random numbers).
+    """
+
+    problem: dict
+    optimizer: dict
+    pipeline: dict | None
+    run: dict
+    repetition: int
+    base_seed: int
+    seed: int
+    pipeline_seed: int | None
+    run_id: str
+    labels: dict = field(default_factory=dict, compare=False, repr=False)
+
+    def resolved(self) -> dict:
+        """The dict whose hash is the run id."""
+        return {
+            "schema": SCHEMA,
+            "problem": self.problem,
+            "optimizer": self.optimizer,
+            "pipeline": self.pipeline,
+            "run": self.run,
+            "repetition": self.repetition,
+            "base_seed": self.base_seed,
+            "seed": self.seed,
+            "pipeline_seed": self.pipeline_seed,
+        }
+
+    def params(self) -> dict:
+        """Flat parameter columns for result tables, named by config key path."""
+        out: dict[str, Any] = {"run_id": self.run_id}
+        for k, v in self.problem.items():
+            if k != "digest":
+                out[f"problem.{k}"] = v
+        for k, v in self.optimizer.items():
+            out[f"optimizer.{k}"] = v
+        if self.pipeline is not None:
+            p = self.pipeline
+            for k, v in p.items():
+                if k in ("arrival", "step_time"):
+                    out[f"pipeline.{k}"] = p[k + "_name"]
+                elif not k.endswith("_name"):
+                    out[f"pipeline.{k}"] = v
+        for k, v in self.run.items():
+            out[f"sweep.{k}"] = str(v) if k == "log_every" else v
+        if "momentum" in self.optimizer:
+            out["optimizer.momentum"] = str(self.optimizer["momentum"])
+        out.update(repetition=self.repetition, base_seed=self.base_seed, seed=self.seed,
+                   pipeline_seed=self.pipeline_seed)
+        return out
+
+
+@dataclass(frozen=True)
+class SweepConfig:
+    """A validated sweep: its runs in grid order, the varying axes, the analysis settings."""
+
+    runs: tuple
+    settings: dict
+    axes: tuple
+    source: str
+    text: str
+    overrides: tuple
+    n_points: int
+    config_hash: str
+
+    @property
+    def name(self) -> str:
+        return self.settings["name"]
+
+    def default_out(self, root: str | Path = "echosim-results") -> Path:
+        """``<root>/<name>-<hash>``: a new directory for every different config."""
+        return Path(root) / f"{_slug(self.name)}-{self.config_hash[:10]}"
+
+    def describe(self) -> str:
+        axes = ", ".join(self.axes) if self.axes else "none"
+        dup = self.n_points * self.settings["repetitions"] - len(self.runs)
+        extra = f" ({dup} duplicate grid points merged)" if dup else ""
+        return f"{len(self.runs)} runs{extra}; varying: {axes}; repetitions: {self.settings['repetitions']}"
+
+
+def _slug(s: str) -> str:
+    out = "".join(c if c.isalnum() or c in "-_." else "-" for c in s).strip("-.")
+    return out or "sweep"
+
+
+# --------------------------------------------------------------------------- builders
+
+_PROBLEM_CACHE: dict[str, Any] = {}
+
+
+def build_problem(problem: dict):
+    """The Problem object of a resolved problem dict (cached per process)."""
+    key = canonical_json(problem)
+    cached = _PROBLEM_CACHE.get(key)
+    if cached is not None:
+        return cached
+    from echosim.training.problems import LeastSquares, Logistic
+
+    kind = problem["kind"]
+    if kind == "dataset":
+        obj = _build_dataset(problem)
+    else:
+        args = {k: v for k, v in problem.items() if k != "kind"}
+        obj = Logistic(**args) if kind == "logistic" else LeastSquares(**args)
+    if len(_PROBLEM_CACHE) > 64:
+        _PROBLEM_CACHE.clear()
+    _PROBLEM_CACHE[key] = obj
+    return obj
+
+
+def _build_dataset(problem: dict):
+    from echosim.training import datasets
+
+    opts = {"loss": problem["loss"], "l2": problem.get("l2"), "standardize": problem["standardize"],
+            "intercept": problem["intercept"]}
+    if "name" in problem:
+        return datasets.load_dataset(problem["name"], task=problem.get("task"), **opts)
+    loader = {"npz": datasets.from_npz, "csv": datasets.from_csv, "svmlight": datasets.from_svmlight}[problem["format"]]
+    return loader(problem["path"], task=problem.get("task"), positive=problem.get("positive"), **opts)
+
+
+def build_optimizer(optimizer: dict):
+    """The optimizer spec of a resolved optimizer dict."""
+    from echosim.training import optimizers
+
+    cls = getattr(optimizers, _METHODS[optimizer["method"]])
+    extra = {k: optimizer[k] for k in ("sub_batch", "replace", "momentum", "lam") if k in optimizer}
+    return cls(lr=optimizer["lr"], **extra)
+
+
+def build_pipeline(pipeline: dict):
+    """The Pipeline of a resolved pipeline dict (echo included for policy 'fixed')."""
+    from echosim.pipeline.service_times import as_service_time
+    from echosim.pipeline.model import Pipeline
+
+    kw = {k: pipeline[k] for k in ("workers", "prefetch", "policy", "delivery", "blocking", "switch_overhead")}
+    if "max_echo" in pipeline:
+        kw["max_echo"] = pipeline["max_echo"]
+    if pipeline["policy"] in _ECHO_POLICIES:
+        kw["echo"] = pipeline["echo"]
+    if pipeline.get("shuffle_buffer") is not None:
+        kw["shuffle_buffer"] = pipeline["shuffle_buffer"]
+    return Pipeline(as_service_time(pipeline["arrival"]), step_time=as_service_time(pipeline["step_time"]), **kw)

@@ -1,0 +1,29 @@
+"""The laggard loader: service times, measured traces and profiling, the pipeline and
+its echo policies, and `simulate(pipeline, T, seed) -> Schedule` (Numba event loop).
+
+Pure layer: imports NumPy, SciPy and Numba only.
+"""
+
+from echosim.pipeline.model import BLOCKING, DELIVERIES, POLICIES, Pipeline
+from echosim.pipeline.profiling import profile
+
+from echosim.pipeline.schedule import Schedule, simulate, simulate_with_times
+from echosim.pipeline.service_times import (
+    FAMILIES,
+    Deterministic,
+    Exponential,
+    Gamma,
+    LogNormal,
+    Pareto,
+    ServiceTime,
+    Stall,
+    as_service_time,
+    service_time_from_dict,
+)
+from echosim.pipeline.traces import Fit, Trace, fit_service_times
+
+__all__ = [
+    "Pipeline", "Schedule", "simulate", "simulate_with_times", "POLICIES", "DELIVERIES", "BLOCKING",
+    "ServiceTime", "Deterministic", "Exponential", "Gamma", "LogNormal", "Pareto", "Stall", "Trace",
+    "FAMILIES", "as_service_time", "service_time_from_dict", "profile", "Fit", "fit_service_times",
+]

@@ -1,0 +1,221 @@
+"""Discrete-event simulation of a laggard data pipeline: when is each fresh batch
+ready, and how many optimizer steps use it?
+
+`Pipeline` describes the system, `simulate` runs it and returns a `Schedule` of
+plain NumPy arrays, the whole interface to the optimizer kernels. The event loop is
+Numba code (`echosim.pipeline.kernel`), compiled on first use, not at import.
+
+The model
+---------
+Loader. ``workers`` = W loader workers form a pool. Whenever a worker is free it
+starts the next batch ("production index" i = 0, 1, 2, ...), which takes
+``arrival`` time (i.i.d. draws, in production order). Finished batches go to a
+prefetch buffer of capacity ``prefetch`` = C. When the buffer is full a worker
+blocks, and ``blocking`` says where:
+
+- ``"after"`` (blocking after service, the default; tf.data's prefetch): a worker
+  always starts a batch when free, and if the buffer is full when it finishes, it
+  holds the finished batch, blocked, until a slot frees (held batches enter first
+  come, first served). At most W + C batches exist at once.
+- ``"before"`` (blocking before service; PyTorch's DataLoader, where C =
+  ``prefetch_factor * num_workers`` bounds the outstanding batches): a worker
+  starts a batch only if it can reserve a slot, i.e. while batches in service plus
+  batches in the buffer are fewer than C. With C < W only C workers can be busy.
+
+Delivery. ``"ordered"``: fresh batch t is production index t and is not handed
+over before batch t-1 (PyTorch's DataLoader). A batch that finishes early waits in
+the buffer (a reorder buffer) for its turn, occupying a slot: under ``"before"``
+its reserved one; under ``"after"`` it may enter out of order only while it leaves
+one slot free, the last free slot being kept for the next batch in production
+order (without that rule the buffer could fill with later batches and deadlock).
+So with C = 1 and ``"after"`` batches enter strictly in order and early finishers
+hold their batch (head-of-line blocking). ``"unordered"``: a batch is available as
+soon as it enters the buffer (tf.data with ``deterministic=False``), and the fresh
+batch index t is the order of delivery, so the data identity of batch t (in
+`echosim.training.problems`) follows delivery order, not production order.
+
+Accelerator. It takes fresh batches in order; taking one frees its buffer slot.
+Each optimizer step takes ``step_time`` (a number or a service-time process, for
+jitter). ``switch_overhead`` = h is a fixed time spent when the accelerator
+switches to a new fresh batch (the host-to-device copy) before its first step; it
+counts neither as busy (compute) nor as idle, and `Schedule.summary` reports it as
+``switch_fraction``. Under example echoing every step's batch is assembled on the
+host, so h is paid before every step.
+
+Policies (``policy``):
+
+- ``"sync"``: one step per fresh batch; wait idle when none is ready.
+- ``"fixed"``: K_t steps on fresh batch t (Choi et al.'s batch echoing with echo
+  factor e = ``echo``). A non-integer e is rounded at random,
+  K_t = floor(e) + Bernoulli(e - floor(e)), so E[K_t] = e. ``echo=1`` is "sync".
+- ``"greedy"``: echo while waiting. After each step on batch t, if batch t+1 is
+  ready (or ``max_echo`` steps were taken) switch to it, waiting idle if it is
+  not ready yet; otherwise step on batch t again. So 1 <= K_t <= max_echo. The last
+  batch, with no next one to wait for, gets exactly one step.
+- ``"example"``: Choi et al.'s example echoing. Each fresh example is repeated e
+  times (per-example random rounding as above) into a shuffle buffer of
+  ``shuffle_buffer`` = S examples; every step draws a batch of B examples from it,
+  so a step mixes fresh and repeated examples. The shuffle stage pulls fresh
+  batches from the prefetch buffer only when it needs them: the buffer is filled
+  to S before each example is drawn (fewer once the input is exhausted), so step j
+  needs min(S + (j+1)B - 1, total) echoed examples pulled; the remainder of fewer
+  than B examples at the very end is dropped.
+
+Tie rule. At equal times, loader completions come first (among themselves by
+production index), then the accelerator decides. So a batch finishing exactly when a step ends counts
+as ready (greedy switches to it; sync starts it at once). A slot freed by the
+accelerator at time t is reused by the loader at time t.
+
+Blocked workers (``loader_blocked_fraction`` in `Schedule.summary`): under
+``"after"`` the workers holding a finished batch; under ``"before"`` the idle
+workers while batches remain to be started (they lack a free slot).
+
+Closed forms (checked in the tests). With deterministic times and W = 1, policy
+"fixed" spends exactly time(e) = `max(t_up, e*t_down + h)` per fresh batch in steady
+state, Choi et al.'s time(e) (with h = 0). With W workers the long-run time per
+batch is `max(t_up/W_busy, e*t_down + h)`, W_busy = W under "after" and min(W, C)
+under "before". "greedy" with max_echo = e <= R = t_up/t_down is "fixed" with
+K_t = e; with a larger max_echo it fills the idle time, mean K_t -> R, except that
+with C = 1 under "before" the loader cannot run ahead (it starts batch t+1 only
+when batch t is taken), so every batch takes ceil(R) steps. With several workers
+batches arrive in bursts and greedy's K_t varies from batch to batch. Under
+"sync" with exponential times and unordered delivery the pipeline is a
+finite-capacity birth-death queue (see tests/pipeline/test_schedule.py).
+
+Randomness. `simulate` spawns four independent streams from
+``numpy.random.SeedSequence(seed)``: loader times, step times, echo rounding,
+shuffle. All draws happen in NumPy; the same seed gives bitwise the same
+`Schedule`.
+
+Examples
+--------
+>>> from echosim.pipeline import Exponential, simulate
+>>> p = Pipeline(Exponential(4.0), workers=2, prefetch=4, policy="greedy")
+>>> s = simulate(p, n_batches=1000, seed=0)
+>>> s.n_batches, bool(s.n_steps >= 1000), bool(s.steps_per_batch.min() >= 1)
+(1000, True, True)
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass
+from typing import Any
+
+
+from echosim.pipeline.service_times import as_service_time
+from echosim.pipeline.service_times import ServiceTime
+
+__all__ = ["Pipeline", "POLICIES"]
+
+POLICIES = ("sync", "fixed", "greedy", "example")
+DELIVERIES = ("ordered", "unordered")
+BLOCKING = ("before", "after")
+
+_POLICY_CODE = {"sync": 0, "fixed": 1, "greedy": 2, "example": 3}
+
+
+
+# ---------------------------------------------------------------------------
+# validation helpers: ValueError naming the field and what is allowed
+
+
+def _int_field(name: str, value: Any, lo: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < lo:
+        raise ValueError(f"{name} must be an integer >= {lo}, got {value!r}")
+    return int(value)
+
+
+def _choice(name: str, value: Any, allowed: tuple[str, ...]) -> str:
+    if not isinstance(value, str) or value not in allowed:
+        raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
+    return value
+
+
+def _service(name: str, value: Any) -> ServiceTime:
+    try:
+        return as_service_time(value)
+    except ValueError as exc:
+        raise ValueError(f"{name}: {exc}") from None
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    """A data pipeline feeding an accelerator (see the module docstring for the model).
+
+    Parameters
+    ----------
+    arrival : ServiceTime or float
+        Time one loader worker needs per fresh batch (t_up per worker).
+    workers : int
+        W >= 1 loader workers.
+    prefetch : int
+        C >= 1, capacity of the prefetch buffer (finished batches not yet taken).
+    step_time : ServiceTime or float
+        Time of one optimizer step (t_down), > 0.
+    policy : {"sync", "fixed", "greedy", "example"}
+        How many steps use each fresh batch.
+    echo : float or None
+        Echo factor e >= 1 (Choi et al.'s e, Agarwal et al.'s K) for "fixed" and
+        "example"; must be None for "sync" and "greedy".
+    max_echo : int
+        Upper bound on K_t under "greedy" (>= 1).
+    delivery : {"ordered", "unordered"}
+    blocking : {"after", "before"}
+        Where a worker blocks when the buffer is full.
+    switch_overhead : float
+        h >= 0, time to switch the accelerator to a new batch.
+    shuffle_buffer : int or None
+        S >= 1 examples, "example" only; None means ``batch_size * ceil(echo)``
+        (about one fresh batch's echoed copies).
+    """
+
+    arrival: ServiceTime
+    workers: int = 1
+    prefetch: int = 2
+    step_time: ServiceTime = 1.0
+    policy: str = "sync"
+    echo: float | None = None
+    max_echo: int = 64
+    delivery: str = "ordered"
+    blocking: str = "after"
+    switch_overhead: float = 0.0
+    shuffle_buffer: int | None = None
+
+    def __post_init__(self) -> None:
+        set_ = object.__setattr__
+        set_(self, "arrival", _service("Pipeline.arrival", self.arrival))
+        set_(self, "workers", _int_field("Pipeline.workers", self.workers, 1))
+        set_(self, "prefetch", _int_field("Pipeline.prefetch", self.prefetch, 1))
+        set_(self, "step_time", _service("Pipeline.step_time", self.step_time))
+        set_(self, "policy", _choice("Pipeline.policy", self.policy, POLICIES))
+        set_(self, "max_echo", _int_field("Pipeline.max_echo", self.max_echo, 1))
+        set_(self, "delivery", _choice("Pipeline.delivery", self.delivery, DELIVERIES))
+        set_(self, "blocking", _choice("Pipeline.blocking", self.blocking, BLOCKING))
+        h = self.switch_overhead
+        if isinstance(h, bool) or not isinstance(h, numbers.Real) or not (math.isfinite(h) and h >= 0):
+            raise ValueError(f"Pipeline.switch_overhead must be a finite number >= 0, got {h!r}")
+        set_(self, "switch_overhead", float(h))
+        e = self.echo
+        if self.policy in ("fixed", "example"):
+            if e is None:
+                raise ValueError(f"Pipeline.echo is required for policy {self.policy!r} (a number >= 1)")
+            if isinstance(e, bool) or not isinstance(e, numbers.Real) or not (math.isfinite(e) and e >= 1):
+                raise ValueError(f"Pipeline.echo must be a finite number >= 1, got {e!r}")
+            set_(self, "echo", float(e))
+        elif e is not None:
+            raise ValueError(
+                f"Pipeline.echo applies only to policies 'fixed' and 'example', got echo={e!r} "
+                f"with policy {self.policy!r} (greedy is bounded by max_echo)"
+            )
+        S = self.shuffle_buffer
+        if S is not None:
+            if self.policy != "example":
+                raise ValueError(
+                    f"Pipeline.shuffle_buffer applies only to policy 'example', got {S!r} "
+                    f"with policy {self.policy!r}"
+                )
+            set_(self, "shuffle_buffer", _int_field("Pipeline.shuffle_buffer", S, 1))
+
+

@@ -1,0 +1,14 @@
+"""Plots: plot data first (dicts of arrays, views over result tables), drawing second;
+the docs figures."""
+
+from echosim.plots.views import (  # noqa: F401 - the public plotting API
+    bound_curve,
+    convergence_vs_echo_data,
+    draw_convergence_vs_echo,
+    draw_overlay,
+    draw_risk_vs_time,
+    median_band,
+    overlay,
+    plot_results,
+    risk_vs_time_data,
+)

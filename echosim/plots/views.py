@@ -1,0 +1,416 @@
+"""Plot data first, drawing second (benchopt's habit).
+
+The ``*_data`` functions and `overlay` return plain dicts of arrays and labels —
+``{"x", "y", "y_low", "y_high", "label"}`` for a median with its quantile band,
+``{"x", "y", "label"}`` for a bound — so they can be tested, saved or drawn with any
+library. The ``draw_*`` functions and `plot_results` render them with matplotlib,
+which is imported only inside them (``import echosim.plots`` stays light).
+
+x-axes: ``"batches"`` (fresh batches T), ``"steps"`` (optimizer steps), ``"samples"``
+(B·T) or ``"time"`` (simulated wall-clock). A bound is a function of T, so on the
+steps axis T = steps/K and on the time axis T(t) is read off the runs themselves
+(the median over seeds of the fresh batches consumed by time t).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+
+__all__ = [
+    "median_band",
+    "bound_curve",
+    "overlay",
+    "draw_overlay",
+    "convergence_vs_echo_data",
+    "draw_convergence_vs_echo",
+    "risk_vs_time_data",
+    "draw_risk_vs_time",
+    "plot_results",
+]
+
+X_AXES = ("batches", "steps", "samples", "time")
+X_LABELS = {"batches": "fresh batches T", "steps": "optimizer steps", "samples": "samples B·T",
+            "time": "simulated wall-clock (step times)"}
+Y_COLUMNS = ("risk", "risk_avg", "risk_end_avg")
+
+
+# --------------------------------------------------------------------------- inputs
+
+
+def _runs_as_arrays(runs) -> list[dict]:
+    """Trajectories, dicts of arrays, or a curves DataFrame → list of dicts of arrays."""
+    if hasattr(runs, "groupby") and hasattr(runs, "columns"):  # a curves DataFrame
+        if "run_id" not in runs.columns:
+            raise ValueError("a curves DataFrame needs a run_id column (echosim.experiments.store.load(...).curves)")
+        out = []
+        for _, g in runs.groupby("run_id", sort=False, observed=True):
+            g = g.sort_values("batches")
+            out.append({c: g[c].to_numpy(dtype=np.float64) for c in (*X_AXES, *Y_COLUMNS) if c in g.columns})
+        return out
+    out = []
+    for r in runs:
+        if isinstance(r, dict):
+            out.append({k: np.asarray(v, dtype=np.float64) for k, v in r.items() if v is not None})
+        else:  # an echosim Trajectory
+            d = {"batches": r.batches, "steps": r.steps, "risk": r.risk, "risk_avg": r.risk_avg,
+                 "risk_end_avg": r.risk_end_avg}
+            if r.time is not None:
+                d["time"] = r.time
+            B = r.info.get("batch_size") if getattr(r, "info", None) else None
+            if B is not None:
+                d["samples"] = np.asarray(r.batches) * B
+            out.append({k: np.asarray(v, dtype=np.float64) for k, v in d.items()})
+    return out
+
+
+def _step_values(x, y, grid):
+    """y of the last point with x <= grid (the iterate held until the next log); NaN outside."""
+    idx = np.searchsorted(x, grid, side="right") - 1
+    out = np.where(idx >= 0, y[np.clip(idx, 0, len(y) - 1)], np.nan)
+    out[grid > x[-1]] = np.nan
+    return out
+
+
+def _band_label(q, n) -> str:
+    lo, hi = (int(round(100 * v)) for v in q)
+    return f"median, {lo}–{hi}% over {n} seed{'s' if n != 1 else ''}"
+
+
+# --------------------------------------------------------------------------- overlay
+
+
+def median_band(runs, x: str = "batches", y: str = "risk", q=(0.1, 0.9), label: str | None = None) -> dict:
+    """Median over runs of `y` vs `x`, with the `q` quantile band, on a common x grid.
+
+    Parameters
+    ----------
+    runs : Trajectories, dicts of arrays, or a curves DataFrame (several run_ids).
+    x : "batches", "steps", "samples" or "time".
+    y : "risk" (last iterate), "risk_avg" or "risk_end_avg" (excess risks).
+    q : (low, high) quantiles of the band.
+    label : a prefix for the label.
+
+    Returns
+    -------
+    dict with ``x``, ``y`` (median), ``y_low``, ``y_high``, ``n`` (runs) and ``label``
+    ("median, 10–90% over 20 seeds"). Where runs log different x (e.g. wall-clock),
+    each run is read as a step function (its value at the last logged x) and the
+    grid is kept where at least half of the runs have data.
+    """
+    if x not in X_AXES:
+        raise ValueError(f"x must be one of {', '.join(X_AXES)}, got {x!r}")
+    if y not in Y_COLUMNS:
+        raise ValueError(f"y must be one of {', '.join(Y_COLUMNS)}, got {y!r}")
+    if not (len(q) == 2 and 0 <= q[0] < q[1] <= 1):
+        raise ValueError(f"q must be two quantiles 0 <= low < high <= 1, got {q!r}")
+    arrays = [r for r in _runs_as_arrays(runs) if x in r and len(r[x])]
+    if not arrays:
+        raise ValueError(f"no runs with a {x!r} axis (time needs a pipeline; samples a batch size)")
+    same = all(len(r[x]) == len(arrays[0][x]) and np.array_equal(r[x], arrays[0][x]) for r in arrays)
+    if same:
+        grid = arrays[0][x]
+        Y = np.vstack([r[y] for r in arrays])
+    else:
+        grid = np.unique(np.concatenate([r[x][np.isfinite(r[x])] for r in arrays]))
+        Y = np.vstack([_step_values(r[x], r[y], grid) for r in arrays])
+    count = np.sum(np.isfinite(Y), axis=0)
+    keep = count >= max(1, math.ceil(len(arrays) / 2))
+    grid, Y = grid[keep], Y[:, keep]
+    with np.errstate(all="ignore"):
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            med = np.nanmedian(Y, axis=0)
+            lo, hi = np.nanquantile(Y, q, axis=0)
+    text = _band_label(q, len(arrays))
+    return {"x": grid, "y": med, "y_low": lo, "y_high": hi, "n": len(arrays),
+            "label": f"{label}: {text}" if label else text}
+
+
+def _bound_fn(method: str):
+    import theory
+
+    return {"echoed_gd": "echoed_gd_bound", "minibatch_sgd": "echoed_gd_bound", "echoed_sgd": "echoed_gd_bound",
+            "echoed_prox": "echoed_prox_bound", "echoed_nesterov": "echoed_agd_bound"}.get(method), theory
+
+
+def bound_curve(constants: dict, batch_size: int, echo: float, T, *, x=None, method: str = "echoed_gd",
+                lr: float | None = None, label: str | None = None) -> dict:
+    """The theory bound on E[F(ŵ)] − F* after T fresh batches, placed at abscissae `x`.
+
+    Parameters
+    ----------
+    constants : ``{"beta", "rho", "D"}`` (``problem.constants()``).
+    batch_size, echo : B and K (a mean K_t for variable echo).
+    T : fresh batches at each point (> 0).
+    x : abscissae for the points (default T).
+    method : the optimizer method; echoed_gd/minibatch_sgd/echoed_sgd use
+        ``theory.echoed_gd_bound`` (with ``lr`` if lr <= 1/β, else its tuned form),
+        echoed_prox ``echoed_prox_bound``, echoed_nesterov ``echoed_agd_bound``.
+    """
+    name, theory = _bound_fn(method)
+    if name is None:
+        raise ValueError(f"no bound for method {method!r}")
+    T = np.asarray(T, dtype=np.float64)
+    x = T if x is None else np.asarray(x, dtype=np.float64)
+    ok = np.isfinite(T) & (T > 0)
+    beta, rho, D = (float(constants[k]) for k in ("beta", "rho", "D"))
+    kw = dict(beta=beta, rho=rho, D=D, B=float(batch_size), T=T[ok], K=max(1.0, float(echo)))
+    form = "tuned η"
+    if name == "echoed_gd_bound" and lr is not None and 0 < lr <= 1.0 / beta:
+        kw["lr"] = float(lr)
+        form = f"η = {lr:.3g}"
+    y = np.asarray(getattr(theory, name)(**kw), dtype=np.float64)
+    text = f"bound {name.removesuffix('_bound')}, {form}"
+    return {"x": x[ok], "y": np.atleast_1d(y), "label": f"{label}: {text}" if label else text}
+
+
+def overlay(runs, constants: dict, *, batch_size: int, echo: float | None = None, x: str = "batches",
+            y: str = "risk", q=(0.1, 0.9), method: str = "echoed_gd", lr: float | None = None,
+            label: str | None = None) -> dict:
+    """Median trajectory with a labelled quantile band, and the matching bound, on one x-axis.
+
+    `runs` are the simulated runs of one setting (Trajectories, dicts, or curves rows
+    of several seeds). `echo` is K (default: the runs' mean steps per batch). Returns
+    ``{"median": median_band(...), "bound": bound_curve(...) or None}``; the bound is
+    None where no bound applies to `method`.
+    """
+    band = median_band(runs, x=x, y=y, q=q, label=label)
+    arrays = [r for r in _runs_as_arrays(runs) if x in r and len(r[x])]
+    if echo is None:
+        ratios = [r["steps"][-1] / r["batches"][-1] for r in arrays if "steps" in r and r["batches"][-1] > 0]
+        echo = float(np.mean(ratios)) if ratios else 1.0
+    if x == "batches":
+        T = band["x"]
+    elif x == "steps":
+        T = band["x"] / echo
+    elif x == "samples":
+        T = band["x"] / batch_size
+    else:  # time: the median over runs of the fresh batches consumed by each time (interpolated)
+        Ts = np.vstack([np.where(band["x"] <= r["time"][-1], np.interp(band["x"], r["time"], r["batches"]), np.nan)
+                        for r in arrays])
+        with np.errstate(all="ignore"):
+            import warnings
+
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)
+                T = np.nanmedian(Ts, axis=0)
+    bound = None
+    if _bound_fn(method)[0] is not None:
+        bound = bound_curve(constants, batch_size, echo, T, x=band["x"], method=method, lr=lr, label=label)
+    return {"median": band, "bound": bound}
+
+
+def draw_overlay(ax, data: dict, color=None, target: float | None = None) -> None:
+    """Draw an `overlay` dict on a matplotlib Axes: median line, shaded band, dashed bound."""
+    m = data["median"]
+    line, = ax.plot(m["x"], m["y"], color=color, lw=1.6, label=m["label"])
+    ax.fill_between(m["x"], m["y_low"], m["y_high"], color=line.get_color(), alpha=0.2, lw=0)
+    b = data.get("bound")
+    if b is not None and len(b["x"]):
+        ax.plot(b["x"], b["y"], ls="--", lw=1.2, color=line.get_color(), label=b["label"])
+    if target is not None:
+        ax.axhline(target, color="0.4", ls=":", lw=1)
+
+
+# --------------------------------------------------------------------------- figures from results
+
+
+def convergence_vs_echo_data(tuned) -> list[dict]:
+    """Per batch size B: K and, at the tuned lr, the median KT, BT, wall-clock and lr*.
+
+    Returns a list of panels ``{"B", "K", "KT", "BT", "time", "lr", "converged"}``
+    (arrays over K; inf where the target was never reached).
+    """
+    need = {"optimizer.batch_size", "optimizer.echo", "optimizer.lr", "conv_steps", "conv_samples"}
+    missing = need - set(tuned.columns)
+    if missing:
+        raise ValueError(f"the tuned table lacks {sorted(missing)} (it needs batch size and echo columns)")
+    panels = []
+    for B, g in tuned.groupby("optimizer.batch_size", sort=True):
+        g = g[g["optimizer.echo"].notna()].sort_values("optimizer.echo")
+        if len(g) > g["optimizer.echo"].nunique():  # other axes vary too: keep the first of each K
+            g = g.drop_duplicates("optimizer.echo")
+        panels.append({
+            "B": int(B),
+            "K": g["optimizer.echo"].to_numpy(dtype=float),
+            "KT": g["conv_steps"].to_numpy(dtype=float),
+            "BT": g["conv_samples"].to_numpy(dtype=float),
+            "time": g["conv_time"].to_numpy(dtype=float) if "conv_time" in g else np.full(len(g), np.nan),
+            "lr": g["optimizer.lr"].to_numpy(dtype=float),
+            "converged": np.isfinite(g["conv_steps"].to_numpy(dtype=float)),
+        })
+    return panels
+
+
+def _figure(n_panels: int, width=4.2, height=3.4):
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width * n_panels, height), layout="constrained")
+    axes = fig.subplots(1, n_panels, squeeze=False)[0]
+    return fig, axes
+
+
+def _save(fig, stem: Path, formats) -> list[Path]:
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for fmt in formats:
+        p = stem.with_suffix(f".{fmt}")
+        fig.savefig(p, dpi=130)
+        paths.append(p)
+    return paths
+
+
+def draw_echo_panel(ax, K, series, lr, never, title):
+    """One Figure-2 panel: convergence times vs K on log axes, the tuned lr on a right axis.
+
+    `series`: (values, low, high, color, label) tuples, low/high None for no band;
+    `never`: the K never converged, listed in the panel. Returns the right axis.
+    """
+    for values, low, high, color, label in series:
+        ok = np.isfinite(values)
+        if ok.any():
+            ax.plot(K[ok], values[ok], "o-", color=color, label=label, ms=4)
+        if low is not None:
+            hi = np.where(np.isfinite(high), high, np.nan)
+            ax.fill_between(K[ok], low[ok], hi[ok], color=color, alpha=0.2, lw=0)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xticks(K, [f"{k:g}" for k in K])
+    ax.set_xlabel("echo factor K")
+    ax.set_title(title, fontsize=10)
+    if len(never):
+        ax.text(0.02, 0.02, "never converged: K = " + ", ".join(f"{k:g}" for k in never),
+                transform=ax.transAxes, fontsize=7)
+    ax2 = ax.twinx()
+    ok = np.isfinite(lr)
+    ax2.plot(K[ok], lr[ok], "s--", color="tab:orange", ms=3, label="tuned lr")
+    ax2.set_yscale("log")
+    return ax2
+
+
+def draw_convergence_vs_echo(panels: list[dict], stem, formats=("png", "pdf")) -> list[Path]:
+    """Figure-2 style: per B, convergence time vs K in KT (blue), BT (red) and wall-clock
+    (green), with the tuned lr (orange, right axis). Points never converged are omitted
+    and listed in the panel."""
+    fig, axes = _figure(len(panels))
+    for ax, p in zip(axes, panels):
+        series = [(p[key], None, None, color, name) for key, color, name in (
+            ("KT", "tab:blue", "steps KT"), ("BT", "tab:red", "samples BT"), ("time", "tab:green", "wall-clock"))]
+        ax2 = draw_echo_panel(ax, p["K"], series, p["lr"], p["K"][~p["converged"]], f"B = {p['B']}")
+        ax2.set_ylabel("tuned learning rate", color="tab:orange")
+        if ax is axes[0]:
+            lr_handles = ax2.get_legend_handles_labels()
+    axes[0].set_ylabel("convergence time")
+    h1, l1 = axes[0].get_legend_handles_labels()
+    axes[0].legend(h1 + lr_handles[0], l1 + lr_handles[1], fontsize=7, loc="best")
+    fig.suptitle("convergence time vs echo factor (lr tuned per (B, K))", fontsize=10)
+    return _save(fig, Path(stem), formats)
+
+
+def risk_vs_time_data(summary, curves, tuned, *, x: str | None = None, y: str | None = None, q=(0.1, 0.9),
+                      max_curves: int = 3) -> list[dict]:
+    """Per B, overlays (median, band, bound) at the tuned lr for up to `max_curves` echo factors.
+
+    The echo factors shown are the smallest, the largest and the one with the shortest
+    wall-clock (or fewest fresh batches) to target. `x` defaults to "time" when the runs
+    have a pipeline, else "batches".
+    """
+    if x is None:
+        x = "time" if "conv_time" in tuned.columns and tuned["conv_time"].notna().any() else "batches"
+    if y is None:  # the iterate the convergence target tracks
+        iterate = summary["target.iterate"].iloc[0] if "target.iterate" in summary.columns else "last"
+        y = {"last": "risk", "avg": "risk_avg", "end_avg": "risk_end_avg"}.get(iterate, "risk")
+    panels = []
+    for B, g in tuned.groupby("optimizer.batch_size", sort=True):
+        g = g[np.isfinite(g["optimizer.lr"].to_numpy(dtype=float))]
+        if "optimizer.echo" in g.columns:
+            g = g[g["optimizer.echo"].notna()].sort_values("optimizer.echo").drop_duplicates("optimizer.echo")
+        if not len(g):
+            continue
+        unit = "conv_time" if x == "time" else "conv_batches"
+        picks = [0, len(g) - 1, int(np.argmin(g[unit].to_numpy(dtype=float)))]
+        picks = list(dict.fromkeys(picks))[:max_curves]
+        overlays = []
+        for i in picks:
+            row = g.iloc[i]
+            sel = (summary["optimizer.batch_size"] == B) & (summary["optimizer.lr"] == row["optimizer.lr"])
+            if "optimizer.echo" in g.columns:
+                sel &= summary["optimizer.echo"] == row["optimizer.echo"]
+            ids = set(summary.loc[sel & (summary["status"] != "failed"), "run_id"])
+            sub = curves[curves["run_id"].isin(ids)]
+            if not len(sub):
+                continue
+            srow = summary.loc[sel].iloc[0]
+            K = float(row["optimizer.echo"]) if "optimizer.echo" in g.columns else None
+            label = f"K={K:g}, lr={row['optimizer.lr']:.3g}" if K is not None else f"lr={row['optimizer.lr']:.3g}"
+            ov = overlay(sub, {"beta": srow["beta"], "rho": srow["rho"], "D": srow["D"]}, batch_size=int(B),
+                         echo=K, x=x, y=y, q=q, method=str(srow["optimizer.method"]),
+                         lr=float(row["optimizer.lr"]), label=label)
+            overlays.append(ov)
+        srow = summary[summary["optimizer.batch_size"] == B].iloc[0]
+        target = _target_excess(srow)
+        panels.append({"B": int(B), "x": x, "y": y, "overlays": overlays, "target": target})
+    return panels
+
+
+def _target_excess(row) -> float | None:
+    """The excess-risk level of the convergence target of a summary row."""
+    atol, rtol = row.get("target.atol"), row.get("target.rtol")
+    if atol is not None and np.isfinite(atol):
+        return float(atol)
+    if rtol is not None and np.isfinite(rtol):
+        return float(rtol) * float(row["F_star"])
+    return None
+
+
+def draw_risk_vs_time(panels: list[dict], stem, formats=("png", "pdf")) -> list[Path]:
+    """Excess risk vs x per B: median and band of the runs, dashed bound, dotted target."""
+    fig, axes = _figure(len(panels), width=4.8, height=3.6)
+    colors = ("tab:blue", "tab:red", "tab:green", "tab:purple")
+    for ax, p in zip(axes, panels):
+        for ov, c in zip(p["overlays"], colors):
+            draw_overlay(ax, ov, color=c)
+        if p["target"] is not None:
+            ax.axhline(p["target"], color="0.3", ls=":", lw=1, label="target")
+        ax.set_yscale("log")
+        ax.set_xscale("log")
+        ax.set_xlabel(X_LABELS[p["x"]] + " (log)")
+        ax.set_title(f"B = {p['B']}")
+        ax.legend(fontsize=6, loc="lower left")
+    which = {"risk": "last iterate", "risk_avg": "average iterate", "risk_end_avg": "average of batch ends"}
+    axes[0].set_ylabel(f"excess risk F(w) − F* ({which[panels[0].get('y', 'risk')]})")
+    fig.suptitle("excess risk at the tuned lr; theory bound dashed (a bound on the average iterate), "
+                 "target dotted", fontsize=10)
+    return _save(fig, Path(stem), formats)
+
+
+def plot_results(path, out=None, formats=("png", "pdf")) -> list[Path]:
+    """The standard figures of a results directory; returns the files written.
+
+    ``convergence_vs_echo``: convergence time vs K per B in KT, BT and wall-clock, tuned
+    lr on the right axis (needs batch size and echo columns). ``risk_vs_time``: excess
+    risk vs wall-clock (fresh batches without a pipeline) at the tuned lr, median and
+    10–90% band over seeds, with the theory bound.
+    """
+    from echosim.experiments.store import load
+
+    for f in formats:
+        if f not in ("png", "pdf", "svg"):
+            raise ValueError(f"format must be png, pdf or svg, got {f!r}")
+    res = load(path)
+    out = Path(out) if out is not None else Path(path)
+    written = []
+    if len(res.tuned) and {"optimizer.batch_size", "optimizer.echo"} <= set(res.tuned.columns):
+        written += draw_convergence_vs_echo(convergence_vs_echo_data(res.tuned), out / "convergence_vs_echo", formats)
+    if len(res.tuned) and "optimizer.batch_size" in res.tuned.columns and res.curves is not None and len(res.curves):
+        panels = [p for p in risk_vs_time_data(res.summary, res.curves, res.tuned) if p["overlays"]]
+        if panels:
+            written += draw_risk_vs_time(panels, out / "risk_vs_time", formats)
+    if not written:
+        raise ValueError(f"{str(path)!r}: nothing to plot (no run converged, or no batch-size column)")
+    return written

@@ -1,0 +1,20 @@
+"""The learner: problems and data sets (streams of fresh batches, exact risk, constants),
+optimizer specs, and `run(problem, optimizer, ...) -> Trajectory` over a Numba kernel.
+
+Pure layer: imports NumPy, SciPy, Numba and the pipeline layer only.
+"""
+
+from echosim.training.optimizers import (
+    OPTIMIZERS,
+    EchoedGD,
+    EchoedNesterov,
+    EchoedProx,
+    EchoedSGD,
+    MinibatchSGD,
+    Optimizer,
+)
+from echosim.training.problems import Dataset, LeastSquares, Logistic, Problem
+from echosim.training.runner import Trajectory, run
+
+__all__ = ["run", "Trajectory", "Problem", "LeastSquares", "Logistic", "Dataset", "Optimizer", "MinibatchSGD",
+           "EchoedGD", "EchoedSGD", "EchoedNesterov", "EchoedProx", "OPTIMIZERS"]

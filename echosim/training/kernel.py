@@ -1,0 +1,192 @@
+"""Numba kernels of the echoed optimizers: arrays in, arrays out.
+
+One kernel, `echo_chunk`, runs a chunk of fresh batches. Everything random (the
+batches, the sub-batch rows) is drawn beforehand in NumPy and passed in; the
+optimizer state lives in caller-owned arrays so that a long run is a sequence of
+chunk calls. The Python facade is `echosim.training.runner.run`; the naive twin is
+`tests/naive.py`.
+"""
+
+import numpy as np
+from numba import njit
+
+from echosim.training.codes import LOSS_SOFTMAX, LOSS_SQUARED, METHOD_NESTEROV, METHOD_PROX
+
+# Reassociation lets LLVM vectorise the dot products; no 'nnan'/'ninf', because
+# divergence is detected through non-finite iterates.
+_FASTMATH = {"reassoc", "contract", "nsz", "arcp"}
+
+
+@njit(cache=True, fastmath=_FASTMATH)
+def _dloss(z, y, loss):
+    """d/dz of the per-example loss at margin z: ½(z − y)² or log(1 + e^{−yz}) (binary)."""
+    if loss == LOSS_SQUARED:
+        return z - y
+    m = -y * z  # the derivative is −y·σ(−yz); written to avoid exp overflow
+    if m > 0.0:
+        return -y / (1.0 + np.exp(-m))
+    e = np.exp(m)
+    return -y * e / (1.0 + e)
+
+
+@njit(cache=True, fastmath=_FASTMATH)
+def _add_row_grad(X, y, i, w, loss, scale, g):
+    """g += scale·ℓ'(x_i·w; y_i)·x_i for row i of (X, y)."""
+    z = w.dtype.type(0)  # in the data's precision: float32 data keeps float32 vector width
+    for j in range(w.shape[0]):
+        z += X[i, j] * w[j]
+    r = w.dtype.type(_dloss(z, y[i], loss) * scale)
+    for j in range(w.shape[0]):
+        g[j] += r * X[i, j]
+
+
+@njit(cache=True, fastmath=_FASTMATH)
+def _softmax_grad(X, y, rows, w, g, logits):
+    """g += ∇ of the mean multinomial loss; w holds the C×d weights row-major, y the class.
+
+    Per example, with p = softmax(W x): the gradient is (p − e_y) ⊗ x.
+    """
+    full = rows.shape[0] == 0
+    n = X.shape[0] if full else rows.shape[0]
+    d = X.shape[1]
+    C = logits.shape[0]
+    for k in range(n):
+        i = k if full else rows[k]
+        top = -np.inf
+        for c in range(C):
+            z = 0.0
+            for j in range(d):
+                z += X[i, j] * w[c * d + j]
+            logits[c] = z
+            top = max(top, z)
+        total = 0.0
+        for c in range(C):
+            logits[c] = np.exp(logits[c] - top)
+            total += logits[c]
+        label = int(y[i])
+        for c in range(C):
+            r = logits[c] / total - (1.0 if c == label else 0.0)
+            r /= n
+            for j in range(d):
+                g[c * d + j] += r * X[i, j]
+
+
+@njit(cache=True, fastmath=_FASTMATH)
+def _batch_grad(X, y, rows, w, loss, l2, g, logits):
+    """g ← ∇f_S(w) + l2·w, over all rows of (X, y), or over `rows` if non-empty.
+
+    The step is bound by loads, not arithmetic, so rows are taken four at a time:
+    one load of w serves four dot products, and g is read and written once per
+    four rows; the last n mod 4 rows go one by one. The four-row body is written
+    out here, with rows indexed in X, because a helper call or a row view per row
+    costs reference counting (atomic updates) that outweighs the arithmetic.
+    """
+    g[:] = 0.0
+    if loss == LOSS_SOFTMAX:
+        _softmax_grad(X, y, rows, w, g, logits)
+        for j in range(w.shape[0]):
+            g[j] += l2 * w[j]
+        return
+    full = rows.shape[0] == 0
+    n = X.shape[0] if full else rows.shape[0]
+    scale = 1.0 / n
+    zero = w.dtype.type(0)  # accumulate in the data's precision (float32 stays float32)
+    for k in range(0, n - n % 4, 4):
+        if full:
+            a, b, c, e = k, k + 1, k + 2, k + 3
+        else:
+            a, b, c, e = rows[k], rows[k + 1], rows[k + 2], rows[k + 3]
+        z0 = z1 = z2 = z3 = zero
+        for j in range(w.shape[0]):
+            z0 += X[a, j] * w[j]
+            z1 += X[b, j] * w[j]
+            z2 += X[c, j] * w[j]
+            z3 += X[e, j] * w[j]
+        r0 = w.dtype.type(_dloss(z0, y[a], loss) * scale)
+        r1 = w.dtype.type(_dloss(z1, y[b], loss) * scale)
+        r2 = w.dtype.type(_dloss(z2, y[c], loss) * scale)
+        r3 = w.dtype.type(_dloss(z3, y[e], loss) * scale)
+        for j in range(w.shape[0]):
+            g[j] += r0 * X[a, j] + r1 * X[b, j] + r2 * X[c, j] + r3 * X[e, j]
+    for k in range(n - n % 4, n):
+        _add_row_grad(X, y, k if full else rows[k], w, loss, scale, g)
+    if l2 != 0.0:
+        for j in range(w.shape[0]):
+            g[j] += l2 * w[j]
+
+
+@njit(cache=True, fastmath=_FASTMATH)
+def _all_finite(w):
+    for j in range(w.shape[0]):
+        if not np.isfinite(w[j]):
+            return False
+    return True
+
+
+@njit(cache=True, fastmath=_FASTMATH)
+def echo_chunk(
+    X, Y, K, lr, rows, method, loss, l2, momentum, lam,
+    w, w_prev, avg_sum, end_sum, counters,
+    log_at, log_w, log_avg, log_end,
+):
+    """Run fresh batches X[t], Y[t] for K[t] steps each; return -1 or the diverged batch.
+
+    X (n, B, d), Y (n, B): the chunk's batches. K (n,): steps per batch. lr (n,):
+    learning rate per batch. rows (steps, b): sub-batch rows per step, or shape
+    (0, 0) for full-batch steps. momentum < 0 selects Nesterov's convex schedule
+    μ_k = k/(k+3), else μ_k = momentum. lam: proximal weight λ.
+
+    State, updated in place: w (last iterate x_k), w_prev (x_{k−1}, Nesterov),
+    avg_sum / end_sum (float64 sums of every step's and every batch end's
+    iterate), counters = [steps so far, batches so far].
+    Logging: after local batch log_at[j], row j of log_w / log_avg / log_end
+    receives the last iterate and the two averages.
+    """
+    d = w.shape[0]
+    g = np.empty_like(w)
+    ahead = np.empty_like(w)
+    anchor = np.empty_like(w)
+    logits = np.empty(w.shape[0] // X.shape[2], dtype=np.float64)  # softmax: C classes
+    no_rows = np.empty(0, dtype=np.int64)
+    step_in_chunk = 0
+    next_log = 0
+    for t in range(X.shape[0]):
+        eta = lr[t]
+        Xt = X[t]
+        Yt = Y[t]
+        if method == METHOD_PROX:
+            anchor[:] = w
+        for _ in range(K[t]):
+            r = rows[step_in_chunk] if rows.shape[0] > 0 else no_rows
+            if method == METHOD_NESTEROV:
+                k = counters[0]
+                mu = k / (k + 3.0) if momentum < 0.0 else momentum
+                for j in range(d):
+                    ahead[j] = w[j] + mu * (w[j] - w_prev[j])
+                _batch_grad(Xt, Yt, r, ahead, loss, l2, g, logits)
+                for j in range(d):
+                    w_prev[j] = w[j]
+                    w[j] = ahead[j] - eta * g[j]
+            else:
+                _batch_grad(Xt, Yt, r, w, loss, l2, g, logits)
+                if method == METHOD_PROX:
+                    for j in range(d):
+                        g[j] += lam * (w[j] - anchor[j])
+                for j in range(d):
+                    w[j] -= eta * g[j]
+            for j in range(d):
+                avg_sum[j] += w[j]
+            counters[0] += 1
+            step_in_chunk += 1
+        for j in range(d):
+            end_sum[j] += w[j]
+        counters[1] += 1
+        if not _all_finite(w):
+            return t
+        while next_log < log_at.shape[0] and log_at[next_log] == t:
+            for j in range(d):
+                log_w[next_log, j] = w[j]
+                log_avg[next_log, j] = avg_sum[j] / counters[0]
+                log_end[next_log, j] = end_sum[j] / counters[1]
+            next_log += 1
+    return -1

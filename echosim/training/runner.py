@@ -1,0 +1,321 @@
+"""run(problem, optimizer, ...) → Trajectory: one optimizer on one stream of fresh batches.
+
+The step counts K_t come from `echo`: an int (every batch), an array (one per
+batch), or a pipeline `Schedule`, which also gives the simulated wall-clock time
+of every step. Batches are generated in chunks and fed to the Numba kernel, whose
+state carries over from chunk to chunk, so memory stays bounded for long runs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from echosim.training.codes import LOSS_CODES
+from echosim.training.optimizers import EchoedGD, EchoedNesterov, EchoedSGD, Optimizer, learning_rates
+from echosim.training.problems import BATCHES_PER_BLOCK, STREAM_OPTIMIZER, Problem, block_rng
+
+CHUNK_BYTES = 8 << 20
+"""Target size of the batch data generated at once."""
+
+AUTO_LOG_ALL = 1000
+"""With log="auto", runs up to this many batches log every batch; longer ones log-spaced."""
+
+AUTO_LOG_POINTS = 400
+
+
+@dataclass(frozen=True)
+class Trajectory:
+    """Excess risk F(w) − F* at logged fresh-batch boundaries.
+
+    ``batches[i]`` fresh batches had been consumed at log point i (point 0 is w₀),
+    ``steps[i]`` optimizer steps taken, ``time[i]`` the simulated wall-clock time
+    (None without a pipeline schedule). ``risk`` is the last iterate's excess risk,
+    ``risk_avg`` the uniform average of every step's iterate, ``risk_end_avg`` the
+    average of batch-end iterates. A run whose iterate became non-finite has status
+    "diverged" and stops at its last finite point.
+    """
+
+    batches: np.ndarray
+    steps: np.ndarray
+    time: np.ndarray | None
+    risk: np.ndarray
+    risk_avg: np.ndarray
+    risk_end_avg: np.ndarray
+    status: str
+    w: np.ndarray
+    w_avg: np.ndarray
+    diverged_at: int | None = None
+    info: dict = field(default_factory=dict)
+
+    def __len__(self):
+        return len(self.batches)
+
+    def summary(self) -> dict:
+        """Final values and the run's parameters, as one flat dict."""
+        out = dict(self.info)
+        out.update(
+            status=self.status,
+            diverged_at=self.diverged_at,
+            batches=int(self.batches[-1]),
+            steps=int(self.steps[-1]),
+            time=None if self.time is None else float(self.time[-1]),
+            final_risk=float(self.risk[-1]),
+            final_risk_avg=float(self.risk_avg[-1]),
+            final_risk_end_avg=float(self.risk_end_avg[-1]),
+        )
+        return out
+
+
+def _int_arg(name, value, minimum):
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def _steps_per_batch(echo, n_batches):
+    """(K_t array, schedule or None) from echo = int | array | Schedule."""
+    if hasattr(echo, "steps_per_batch"):
+        K = np.asarray(echo.steps_per_batch, dtype=np.int64)
+        if n_batches is not None and n_batches != len(K):
+            raise ValueError(f"n_batches={n_batches} does not match the schedule's {len(K)} batches")
+        schedule = echo
+    elif np.ndim(echo) == 0:
+        k = _int_arg("echo", echo, 1)
+        if n_batches is None:
+            raise ValueError("n_batches is required when echo is a number")
+        K = np.full(_int_arg("n_batches", n_batches, 1), k, dtype=np.int64)
+        schedule = None
+    else:
+        K = np.asarray(echo)
+        if K.ndim != 1 or K.size == 0 or not np.issubdtype(K.dtype, np.integer):
+            raise ValueError("echo must be an int, a 1-D integer array of K_t, or a Schedule")
+        if n_batches is not None and n_batches != len(K):
+            raise ValueError(f"n_batches={n_batches} does not match len(echo)={len(K)}")
+        K = K.astype(np.int64)
+        schedule = None
+    if K.size == 0:
+        raise ValueError("the run needs at least one fresh batch")
+    if K.min() < 1 and (schedule is None or schedule.step_examples is None):
+        raise ValueError(f"echo: every K_t must be >= 1, got min {K.min()}")
+    return K, schedule
+
+
+def log_points(log, n_batches: int) -> np.ndarray:
+    """Batch counts 1..T after which to log: "auto", "all", a count (log-spaced) or an array."""
+    if isinstance(log, str):
+        if log == "all" or (log == "auto" and n_batches <= AUTO_LOG_ALL):
+            return np.arange(1, n_batches + 1, dtype=np.int64)
+        if log != "auto":
+            raise ValueError(f"log must be 'auto', 'all', a count or an array of batch counts, got {log!r}")
+        log = AUTO_LOG_POINTS
+    if np.ndim(log) == 0:
+        n = _int_arg("log", log, 1)
+        pts = np.unique(np.round(np.geomspace(1, n_batches, num=min(n, n_batches))).astype(np.int64))
+    else:
+        pts = np.unique(np.asarray(log, dtype=np.int64))
+        if pts.size and (pts[0] < 1 or pts[-1] > n_batches):
+            raise ValueError(f"log: batch counts must lie in [1, {n_batches}]")
+    return np.union1d(pts, [n_batches]).astype(np.int64)
+
+
+def _sub_batch_rows(optimizer, seed, K, start, stop, B):
+    """Sub-batch rows for every step of batches start..stop−1 (block-keyed, so reproducible)."""
+    b = optimizer.sub_batch
+    out = []
+    for first in range(start, stop, BATCHES_PER_BLOCK):
+        rng = block_rng(seed, STREAM_OPTIMIZER, first // BATCHES_PER_BLOCK)
+        n = int(K[first : min(first + BATCHES_PER_BLOCK, stop)].sum())
+        if optimizer.replace:
+            out.append(rng.integers(0, B, size=(n, b)))
+        else:
+            out.append(np.argsort(rng.random((n, B)), axis=1)[:, :b])
+    return np.ascontiguousarray(np.concatenate(out), dtype=np.int64)
+
+
+def chunk_batches(batch_size: int, dim: int, itemsize: int) -> int:
+    """Fresh batches per kernel call: about CHUNK_BYTES of data, a multiple of the block size."""
+    n = CHUNK_BYTES // max(1, batch_size * dim * itemsize)
+    return max(BATCHES_PER_BLOCK, n // BATCHES_PER_BLOCK * BATCHES_PER_BLOCK)
+
+
+def run(problem: Problem, optimizer: Optimizer, *, batch_size: int, echo=1, n_batches: int | None = None,
+        seed: int = 0, dtype="float64", log="auto", w0=None) -> Trajectory:
+    """Run `optimizer` on `problem` for T fresh batches of size B with K_t steps each.
+
+    Parameters
+    ----------
+    problem : Problem
+        LeastSquares, Logistic or Dataset.
+    optimizer : Optimizer
+        MinibatchSGD, EchoedGD, EchoedSGD, EchoedNesterov or EchoedProx.
+    batch_size : int
+        B, examples per fresh batch.
+    echo : int, array of int, or Schedule
+        K for every batch, K_t per batch, or a pipeline schedule (which also gives
+        the simulated wall-clock time of every step).
+    n_batches : int, optional
+        T; optional when echo is an array or a Schedule.
+    seed : int
+        The data seed: fresh batch t is a pure function of (seed, t, B).
+    dtype : {"float64", "float32"}
+        Precision of the data and the iterate.
+    log : "auto", "all", int or array of int
+        Where to log: every batch up to 1000 batches then 400 log-spaced points
+        ("auto"), every batch, a number of log-spaced points, or the batch counts
+        themselves (with an example-echoing schedule: step counts).
+    w0 : array, optional
+        The starting point (default 0).
+
+    Returns
+    -------
+    Trajectory
+        Excess risk of the last, averaged and batch-end-averaged iterates at the
+        logged points, with step counts, simulated time and status.
+    """
+    if not isinstance(problem, Problem):
+        raise ValueError(f"problem must be an echosim Problem, got {type(problem).__name__}")
+    if not isinstance(optimizer, Optimizer):
+        raise ValueError(f"optimizer must be an echosim optimizer spec, got {type(optimizer).__name__}")
+    B = _int_arg("batch_size", batch_size, 1)
+    seed = _int_arg("seed", seed, 0)
+    if dtype not in ("float64", "float32", np.float64, np.float32):
+        raise ValueError(f"dtype must be 'float64' or 'float32', got {dtype!r}")
+    dtype = np.dtype(dtype)
+    K, schedule = _steps_per_batch(echo, n_batches)
+    T = len(K)
+    if optimizer.max_echo_one and K.max() > 1:
+        raise ValueError(f"{type(optimizer).__name__} takes one step per batch; got echo with K_t up to {K.max()}")
+    if isinstance(optimizer, EchoedSGD) and not optimizer.replace and optimizer.sub_batch > B:
+        raise ValueError(f"sub_batch={optimizer.sub_batch} exceeds batch_size={B} (sampling without replacement)")
+    lr = learning_rates(optimizer.lr, T)
+    d = problem.dim
+    w = np.zeros(d) if w0 is None else np.array(w0, dtype=np.float64)
+    if w.shape != (d,) or not np.all(np.isfinite(w)):
+        raise ValueError(f"w0 must be a finite array of shape ({d},)")
+    if schedule is not None and schedule.step_examples is not None:
+        feed = _ExampleFeed(problem, schedule, lr, B, seed, dtype)
+    else:
+        feed = _BatchFeed(problem, K, lr, B, seed, dtype)
+    logs = log_points(log, feed.n_units)
+
+    from echosim.training.kernel import echo_chunk  # compiles on first use, not at import
+
+    w = w.astype(dtype)
+    w_start = w.astype(np.float64)
+    w_prev = w.copy()
+    avg_sum, end_sum = np.zeros(d), np.zeros(d)
+    counters = np.zeros(2, dtype=np.int64)
+    log_w = np.empty((len(logs), d), dtype=dtype)
+    log_avg, log_end = np.empty((len(logs), d)), np.empty((len(logs), d))
+    no_rows = np.zeros((0, 0), dtype=np.int64)
+    momentum = optimizer.kernel_momentum if isinstance(optimizer, EchoedNesterov) else -1.0
+    loss = LOSS_CODES[problem.loss]
+    chunk = chunk_batches(B, problem.n_features, dtype.itemsize)
+    diverged_unit = None
+    for start in range(0, feed.n_units, chunk):
+        stop = min(feed.n_units, start + chunk)
+        X, Y = feed.data(start, stop)
+        rows = (_sub_batch_rows(optimizer, seed, feed.K, start, stop, B)
+                if isinstance(optimizer, EchoedSGD) else no_rows)
+        first_log, last_log = np.searchsorted(logs, [start + 1, stop + 1])
+        local = logs[first_log:last_log] - 1 - start
+        status = echo_chunk(
+            X, Y, feed.K[start:stop], feed.lr[start:stop], rows, optimizer.method, loss, float(problem.l2),
+            float(momentum), float(optimizer.lam), w, w_prev, avg_sum, end_sum, counters,
+            local, log_w[first_log:last_log], log_avg[first_log:last_log], log_end[first_log:last_log])
+        if status >= 0:
+            diverged_unit = start + int(status) + 1
+            break
+
+    n_ok = len(logs) if diverged_unit is None else int(np.searchsorted(logs, diverged_unit))
+    units = np.concatenate([[0], logs[:n_ok]])
+    W = np.vstack([w_start, log_w[:n_ok].astype(np.float64)])
+    W_avg = np.vstack([w_start, log_avg[:n_ok]])
+    W_end = np.vstack([w_start, log_end[:n_ok]])
+    with np.errstate(over="ignore", invalid="ignore"):
+        risks = [problem.excess_risk(M) for M in (W, W_avg, W_end)]
+    finite = np.all(np.isfinite(risks), axis=0)
+    if not finite.all():
+        n_keep = int(np.argmin(finite))
+        diverged_unit = int(units[n_keep]) if diverged_unit is None else diverged_unit
+        units, W, W_avg = units[:n_keep], W[:n_keep], W_avg[:n_keep]
+        risks = [r[:n_keep] for r in risks]
+    steps = feed.steps_after(units)
+    time = None
+    if schedule is not None:
+        step_end = np.asarray(schedule.step_end, dtype=np.float64)
+        time = np.where(steps > 0, step_end[np.maximum(steps - 1, 0)], 0.0)
+    info = dict(problem=repr(problem), optimizer=repr(optimizer), batch_size=B, n_batches=T,
+                echo=float(K.mean()), seed=seed, dtype=dtype.name)
+    return Trajectory(
+        batches=feed.batches_after(units), steps=steps, time=time,
+        risk=risks[0], risk_avg=risks[1], risk_end_avg=risks[2],
+        status="ok" if diverged_unit is None else "diverged", w=W[-1], w_avg=W_avg[-1],
+        diverged_at=None if diverged_unit is None else int(feed.batches_after(np.array([diverged_unit]))[0]),
+        info=info)
+
+
+class _BatchFeed:
+    """Batch echoing: the kernel's unit is a fresh batch, used for K_t steps."""
+
+    def __init__(self, problem, K, lr, B, seed, dtype):
+        self.problem, self.K, self.lr, self.B, self.seed, self.dtype = problem, K, lr, B, seed, dtype
+        self.n_units = len(K)
+        self._cum_steps = np.concatenate([[0], np.cumsum(K)])
+
+    def data(self, start, stop):
+        return self.problem.batches(self.seed, start, stop, self.B, self.dtype)
+
+    def batches_after(self, units):
+        return units
+
+    def steps_after(self, units):
+        return self._cum_steps[units]
+
+
+class _ExampleFeed:
+    """Example echoing: the kernel's unit is one step, on the examples the schedule gives it.
+
+    Example i of fresh batch t has id t·B + i; a step's batch is gathered from the
+    fresh batches its examples come from. With one step per unit, ``avg`` and
+    ``end_avg`` coincide. The learning rate of a step is that of its newest batch.
+    """
+
+    def __init__(self, problem, schedule, lr, B, seed, dtype):
+        if schedule.batch_size != B:
+            raise ValueError(f"batch_size={B} does not match the example-echoing schedule's "
+                             f"batch_size={schedule.batch_size}")
+        self.problem, self.B, self.seed, self.dtype = problem, B, seed, dtype
+        self.examples = np.asarray(schedule.step_examples, dtype=np.int64)
+        self.step_batch = np.asarray(schedule.step_batch, dtype=np.int64)
+        self.n_units = len(self.step_batch)
+        self.K = np.ones(self.n_units, dtype=np.int64)
+        self.lr = lr[self.step_batch]
+
+    def data(self, start, stop):
+        ids = self.examples[start:stop]
+        batch, row = np.divmod(ids, self.B)
+        first = batch.min() // BATCHES_PER_BLOCK * BATCHES_PER_BLOCK
+        X, Y = self.problem.batches(self.seed, first, int(batch.max()) + 1, self.B, self.dtype)
+        return np.ascontiguousarray(X[batch - first, row]), np.ascontiguousarray(Y[batch - first, row])
+
+    def batches_after(self, units):
+        return np.where(units > 0, self.step_batch[np.maximum(units - 1, 0)] + 1, 0)
+
+    def steps_after(self, units):
+        return units
+
+
+def compile_kernels(dtypes=("float64",)) -> None:
+    """Compile (or load from Numba's cache) the optimizer kernel for `dtypes`.
+
+    Call it once in a parent process before starting workers, so that forked
+    workers inherit the compiled code instead of compiling it again each.
+    """
+    from echosim.training.problems import LeastSquares
+
+    problem = LeastSquares(dim=1)
+    for dtype in dtypes:
+        run(problem, EchoedGD(0.0), batch_size=1, echo=1, n_batches=1, dtype=dtype)

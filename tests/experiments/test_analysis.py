@@ -1,0 +1,124 @@
+"""Convergence time, lr tuning and the saturation fit against naive twins and hand-made curves."""
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from echosim.experiments.analysis import convergence, convergence_index, fit_saturation, loss_threshold, regime, trailing_mean, tune
+
+
+def naive_trailing_mean(v, w):
+    return np.array([np.mean(v[i - w + 1:i + 1]) if i >= w - 1 else np.nan for i in range(len(v))])
+
+
+@given(st.lists(st.floats(-1e3, 1e3), min_size=0, max_size=40), st.integers(1, 12))
+def test_trailing_mean_matches_the_naive_loop(values, window):
+    v = np.array(values, dtype=float)
+    np.testing.assert_allclose(trailing_mean(v, window), naive_trailing_mean(v, window), rtol=1e-12, atol=1e-9)
+
+
+def curve(loss_excess, batch_size=4, echo=2, time=None):
+    n = len(loss_excess)
+    b = np.arange(n)
+    return {"batches": b, "steps": echo * b, "samples": batch_size * b,
+            "time": np.full(n, np.nan) if time is None else np.asarray(time, float),
+            "risk": np.asarray(loss_excess, float), "risk_avg": np.asarray(loss_excess, float) * 2,
+            "risk_end_avg": np.asarray(loss_excess, float) * 3}
+
+
+def test_convergence_needs_a_full_window_below_the_threshold():
+    F = 0.5
+    excess = np.r_[np.full(5, 1.0), np.full(30, 0.001)]  # below 1% of F* = 0.005 from point 5
+    c = convergence(curve(excess), F, rtol=0.01, window=10)
+    # trailing mean of points 5..14 is the first full window of small values
+    assert c["converged"] and c["conv_index"] == 14
+    assert c["conv_batches"] == 14 and c["conv_steps"] == 28 and c["conv_samples"] == 56
+    assert math.isnan(c["conv_time"])  # no pipeline, no wall-clock
+    # a window that mixes in large values is not enough even if the latest values are small
+    assert convergence_index(F + excess, loss_threshold(F, 0.01), window=10) == 14
+
+
+def test_threshold_is_relative_to_F_star_or_absolute():
+    assert loss_threshold(2.0, rtol=0.01) == pytest.approx(2.02)
+    assert loss_threshold(2.0, rtol=None, atol=0.1) == pytest.approx(2.1)
+    with pytest.raises(ValueError, match="atol"):
+        loss_threshold(0.0, rtol=0.01)
+    with pytest.raises(ValueError, match="exactly one"):
+        loss_threshold(1.0, rtol=0.01, atol=0.1)
+
+
+def test_never_and_diverged_are_infinite_not_nan_and_iterate_selects_the_column():
+    F = 1.0
+    slow = curve(np.full(50, 0.5), time=np.arange(50.0))
+    c = convergence(slow, F, rtol=0.01)
+    assert not c["converged"] and c["conv_batches"] == math.inf and c["conv_time"] == math.inf
+    fast = curve(np.full(20, 0.003), time=np.arange(20.0) * 8)
+    assert convergence(fast, F, rtol=0.01)["conv_time"] == 72.0
+    assert convergence(fast, F, rtol=0.01, status="diverged")["conv_batches"] == math.inf
+    # iterate picks the column: avg has 2x the excess (0.006 <= 0.01·F*), end_avg 3x (0.009 > 0.005·F*)
+    assert convergence(fast, F, rtol=0.01, iterate="avg")["converged"]
+    assert not convergence(fast, F, rtol=0.005, iterate="end_avg")["converged"]
+    with pytest.raises(ValueError, match="iterate"):
+        convergence(fast, F, iterate="best")
+
+
+def summary_rows(times_by_lr, reps=3, extra=None):
+    rows = []
+    for lr, times in times_by_lr.items():
+        for r, t in enumerate(times):
+            row = {"optimizer.lr": lr, "optimizer.batch_size": 4, "optimizer.echo": 2, "repetition": r,
+                   "conv_batches": t, "conv_steps": 2 * t, "conv_samples": 4 * t, "conv_time": np.nan,
+                   "converged": math.isfinite(t)}
+            row.update(extra or {})
+            rows.append(row)
+    return rows
+
+
+def test_tune_picks_the_smallest_median_and_counts_inf_as_never():
+    df = pd.DataFrame(summary_rows({0.1: [50, 60, 70], 0.3: [10, 20, math.inf], 1.0: [5, math.inf, math.inf]}))
+    t = tune(df)
+    assert len(t) == 1
+    row = t.iloc[0]
+    assert row["optimizer.lr"] == 0.3 and row["conv_batches"] == 20 and row["conv_steps"] == 40
+    assert row["n_converged"] == 2 and row["n_seeds"] == 3 and row["n_lr"] == 3 and row["lr_edge"] == ""
+    assert math.isnan(row["conv_time"])
+
+
+def test_tune_breaks_ties_by_mean_then_smaller_lr_and_flags_grid_edges():
+    df = pd.DataFrame(summary_rows({0.1: [10, 20, 30], 0.3: [10, 20, 90], 1.0: [10, 20, 30]}))
+    row = tune(df).iloc[0]
+    assert row["optimizer.lr"] == 0.1 and row["lr_edge"] == "low"
+
+
+def test_tune_with_nothing_converged_reports_nan_lr_and_inf_times():
+    df = pd.DataFrame(summary_rows({0.1: [math.inf] * 3, 1.0: [math.inf] * 3}))
+    row = tune(df).iloc[0]
+    assert math.isnan(row["optimizer.lr"]) and row["conv_batches"] == math.inf and row["n_converged"] == 0
+
+
+def test_tune_groups_by_every_parameter_including_nan_ones():
+    rows = summary_rows({0.1: [5, 5, 5], 1.0: [9, 9, 9]}, extra={"pipeline.policy": "fixed"})
+    greedy = summary_rows({0.1: [9, 9, 9], 1.0: [4, 4, 4]}, extra={"pipeline.policy": "greedy"})
+    for r in greedy:
+        r["optimizer.echo"] = np.nan  # greedy: K_t is the pipeline's, no echo parameter
+    t = tune(pd.DataFrame(rows + greedy))
+    assert len(t) == 2
+    got = dict(zip(t["pipeline.policy"], t["optimizer.lr"]))
+    assert got == {"fixed": 0.1, "greedy": 1.0}
+
+
+def test_fit_saturation_recovers_a_and_c_and_reads_the_regime():
+    K = np.array([1, 2, 4, 8, 16, 32.0])
+    fit = fit_saturation(K, 100 / K + 5)
+    assert fit["a"] == pytest.approx(100, rel=1e-6) and fit["c"] == pytest.approx(5, rel=1e-6)
+    assert fit["K_sat"] == pytest.approx(20, rel=1e-6)
+    assert "curvature" in regime(fit["K_sat"], 32)
+    flat = fit_saturation(K, np.full(6, 200.0))
+    assert flat["K_sat"] < 1e-6 and "noise" in regime(flat["K_sat"], 32)
+    assert math.isnan(fit_saturation([1, 2], [np.inf, 5])["K_sat"])
+    with_inf = fit_saturation(K, np.r_[100 / K[:5] + 5, np.inf])
+    assert with_inf["K_sat"] == pytest.approx(20, rel=1e-6)

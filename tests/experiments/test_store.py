@@ -1,0 +1,150 @@
+"""Result store: atomic shards, failure records, merge into tidy tables, load(), no pickles."""
+
+import json
+import math
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from echosim.experiments import store as results
+from echosim.experiments.config import parse_config
+from echosim.experiments.assemble import execute_run
+
+CONFIG = {
+    "problem": {"kind": "logistic", "dim": 3},
+    "pipeline": {"arrival": {"kind": "exponential", "mean": 3.0}},
+    "optimizer": {"lr": [0.5, 2.0], "batch_size": 4, "echo": [1, 2]},
+    "sweep": {"n_batches": 30, "repetitions": 2, "name": "store"},
+}
+
+
+@pytest.fixture(scope="module")
+def conf():
+    return parse_config(CONFIG)
+
+
+@pytest.fixture(scope="module")
+def payloads(conf):
+    return {r.run_id: execute_run(r) for r in conf.runs}
+
+
+def test_shard_round_trip_is_exact_and_not_a_pickle(tmp_path, conf, payloads):
+    spec = conf.runs[0]
+    p = payloads[spec.run_id]
+    path = results.write_shard(tmp_path, p["summary"], p["curves"])
+    assert path == results.shard_path(tmp_path, spec.run_id)
+    assert path.read_bytes()[:4] == b"PAR1"  # Parquet, not pickle
+    summary, curves = results.read_shard(path)
+    assert summary["run_id"] == spec.run_id and summary["status"] == "ok"
+    assert summary["seed"] == spec.seed and "version.numpy" in summary
+    for name in results.CURVE_COLUMNS:
+        np.testing.assert_array_equal(curves[name], p["curves"][name])
+    assert results.finished_ids(tmp_path) == {spec.run_id}
+    assert not list(path.parent.glob(".*.tmp"))
+
+
+def test_temp_files_are_ignored_and_stale_ones_cleaned(tmp_path, conf, payloads):
+    spec = conf.runs[0]
+    results.write_shard(tmp_path, payloads[spec.run_id]["summary"], payloads[spec.run_id]["curves"])
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    stale = tmp_path / "runs" / f".{conf.runs[1].run_id}.parquet.{dead.pid}.tmp"
+    live = tmp_path / "runs" / f".{conf.runs[2].run_id}.parquet.{os.getppid()}.tmp"
+    stale.write_bytes(b"partial")
+    live.write_bytes(b"partial")
+    assert results.finished_ids(tmp_path) == {spec.run_id}
+    assert results.clean_temp(tmp_path) == 1
+    assert not stale.exists() and live.exists()
+
+
+def test_a_writer_killed_mid_write_leaves_a_temp_file_that_resume_removes(tmp_path):
+    target = results.shard_path(tmp_path, "0123456789abcdef")
+    writer = subprocess.Popen(
+        [sys.executable, "-c",
+         "import sys\nfrom pathlib import Path\nfrom echosim.experiments.store import _atomic_file\n"
+         f"with _atomic_file(Path({str(target)!r})) as f:\n"
+         "    f.write(b'partial'); f.flush(); print('writing', flush=True); sys.stdin.read()"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert writer.stdout.readline().strip() == "writing"
+        (temp,) = target.parent.glob(".*.tmp")
+        assert results.clean_temp(tmp_path) == 0 and temp.exists()  # a live writer's file is kept
+        writer.kill()
+        os.waitid(os.P_PID, writer.pid, os.WEXITED | os.WNOWAIT)  # dead but not reaped: a zombie
+        assert results.clean_temp(tmp_path) == 1 and not temp.exists()
+        assert not target.exists() and results.finished_ids(tmp_path) == set()
+    finally:
+        writer.kill()
+        writer.wait()
+        writer.stdin.close()
+        writer.stdout.close()
+
+
+def test_failures_are_json_records_replaced_by_a_later_success(tmp_path, conf, payloads):
+    spec = conf.runs[1]
+    row = dict(spec.params(), status="failed", error="RuntimeError: boom")
+    path = results.write_failure(tmp_path, row)
+    assert json.loads(path.read_text())["error"] == "RuntimeError: boom"
+    assert spec.run_id not in results.finished_ids(tmp_path)
+    assert results.read_failure(tmp_path, spec.run_id)["status"] == "failed"
+    results.write_run(tmp_path, payloads[spec.run_id])
+    assert not path.exists() and spec.run_id in results.finished_ids(tmp_path)
+
+
+def test_merge_gives_a_row_per_run_and_a_row_per_logged_point(tmp_path, conf, payloads):
+    for rid, p in payloads.items():
+        results.write_run(tmp_path, p)
+    failed = conf.runs[0]
+    os.remove(results.shard_path(tmp_path, failed.run_id))
+    results.write_failure(tmp_path, dict(failed.params(), status="failed", error="ValueError: bad"))
+    ids = [r.run_id for r in conf.runs]
+    merged = results.merge(tmp_path, ids, conf.settings)
+    s, c, t = merged.summary, merged.curves, merged.tuned
+    assert list(s["run_id"]) == ids
+    assert set(s["status"]) == {"ok", "failed"}
+    bad = s[s["status"] == "failed"].iloc[0]
+    assert bad["error"] == "ValueError: bad" and bad["conv_batches"] == math.inf and not bad["converged"]
+    ok = s[s["status"] == "ok"]
+    assert {"optimizer.lr", "optimizer.echo", "pipeline.arrival", "seed", "pipeline_seed", "version.numba",
+            "target.rtol", "conv_time", "F_star"} <= set(s.columns)
+    n_points = sum(len(payloads[r]["curves"]["batches"]) for r in ok["run_id"])
+    assert len(c) == n_points
+    assert {"optimizer.lr", "seed", "status", "version.numpy", "batches", "risk", "time"} <= set(c.columns)
+    assert set(c["run_id"].astype(str)) == set(ok["run_id"])
+    assert len(t) == 2  # one row per echo factor
+    for name in ("summary", "curves", "tuned"):
+        assert (tmp_path / f"{name}.parquet").read_bytes()[:4] == b"PAR1"
+    # the merged tables read back equal through load()
+    loaded = results.load(tmp_path)
+    pd.testing.assert_frame_equal(loaded.summary, s, check_dtype=False)
+    assert len(loaded.curves) == len(c) and len(loaded.tuned) == len(t)
+
+
+def test_changing_the_target_needs_no_rerun(tmp_path, conf, payloads):
+    ids = [r.run_id for r in conf.runs]
+    loose = dict(conf.settings, rtol=0.5)
+    a = results.merge(tmp_path, ids, conf.settings, payloads=payloads, write=False).summary
+    b = results.merge(tmp_path, ids, loose, payloads=payloads, write=False).summary
+    assert (b["conv_batches"] <= a["conv_batches"]).all() and b["converged"].all()
+
+
+def test_load_merges_shards_on_the_fly_and_rejects_non_result_paths(tmp_path, conf, payloads):
+    for p in payloads.values():
+        results.write_run(tmp_path, p)
+    res = results.load(tmp_path)
+    assert len(res.summary) == len(conf.runs) and len(res.curves) > 0
+    with pytest.raises(ValueError, match="not a directory"):
+        results.load(tmp_path / "nope")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(ValueError, match="no echosim results"):
+        results.load(empty)
+
+
+def test_provenance_names_the_versions():
+    p = results.provenance()
+    assert {"version.python", "version.numpy", "version.numba", "version.echosim"} <= set(p)

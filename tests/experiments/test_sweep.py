@@ -1,0 +1,286 @@
+"""Sweeps end to end: identical results with 1 worker, 2 workers and Dask; resume after SIGKILL;
+failed runs recorded and retried; diverged runs; time budgets; progress output."""
+
+import io
+import math
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from echosim.experiments import store as results
+from echosim.experiments import assemble
+from echosim.experiments.config import load_config, parse_config
+from echosim.training.runner import run
+from echosim.experiments.executors import Progress
+from echosim.experiments.sweep import estimate, run_sweep
+from echosim.experiments.assemble import execute_run
+
+TINY = {
+    "problem": {"kind": "logistic", "dim": 3, "radius": 0.5, "w_star_norm": 3.0},
+    "pipeline": {"arrival": {"kind": "gamma", "mean": 3.0, "cv": 0.5}},
+    "optimizer": {"lr": [1.0, 4.0], "batch_size": 8, "echo": [1, 3]},
+    "sweep": {"n_batches": 60, "repetitions": 2, "name": "tiny"},
+}
+VOLATILE = ["elapsed_s"]  # the only column that depends on the machine's timing
+
+
+def frames_equal(a, b):
+    pd.testing.assert_frame_equal(a.drop(columns=VOLATILE, errors="ignore").reset_index(drop=True),
+                                  b.drop(columns=VOLATILE, errors="ignore").reset_index(drop=True),
+                                  check_exact=True)
+
+
+@pytest.fixture(scope="module")
+def tiny_conf():
+    return parse_config(TINY)
+
+
+@pytest.fixture(scope="module")
+def serial(tiny_conf, tmp_path_factory):
+    return run_sweep(tiny_conf, out=tmp_path_factory.mktemp("serial"), workers=1, progress=False)
+
+
+def test_a_sweep_runs_every_run_and_tunes_per_setting(serial, tiny_conf):
+    assert serial.counts == {"ok": 8, "diverged": 0, "failed": 0, "missing": 0}
+    assert len(serial.summary) == 8 and len(serial.tuned) == 2
+    assert set(serial.tuned["optimizer.lr"]) <= {1.0, 4.0}
+    assert (serial.out / "manifest.json").exists()
+    assert serial.summary["conv_time"].notna().all()  # a pipeline gives a wall-clock
+
+
+def test_two_workers_give_bitwise_identical_tables(serial, tiny_conf, tmp_path):
+    par = run_sweep(tiny_conf, out=tmp_path, workers=2, progress=False)
+    frames_equal(par.summary, serial.summary)
+    frames_equal(par.curves, serial.curves)
+    frames_equal(par.tuned, serial.tuned)
+
+
+def test_dask_local_cluster_gives_identical_tables(serial, tiny_conf, tmp_path):
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                                  dashboard_address=None) as cluster:
+        res = run_sweep(tiny_conf, out=tmp_path, scheduler=cluster.scheduler_address, progress=False)
+    frames_equal(res.summary, serial.summary)
+    frames_equal(res.curves, serial.curves)
+
+
+def test_common_random_numbers_the_batch_cache_changes_nothing(tiny_conf):
+    spec = tiny_conf.runs[0]
+    payload = execute_run(spec)  # through the per-process batch cache
+    from echosim.experiments.specs import build_optimizer, build_pipeline, build_problem
+    from echosim.pipeline.schedule import simulate
+    from echosim.training.problems import Logistic
+
+    fresh = Logistic(**{k: v for k, v in spec.problem.items() if k != "kind"})  # no cache attached
+    schedule = simulate(build_pipeline(spec.pipeline), 60, seed=spec.pipeline_seed)
+    traj = run(fresh, build_optimizer(spec.optimizer), batch_size=8, echo=schedule, seed=spec.seed,
+               log=np.arange(1, 61))
+    np.testing.assert_array_equal(payload["curves"]["risk"], traj.risk)
+    np.testing.assert_array_equal(payload["curves"]["time"], traj.time)
+    assert build_problem(spec.problem) is build_problem(dict(spec.problem))
+
+
+def test_resume_skips_finished_runs(serial, tiny_conf, tmp_path):
+    first = run_sweep(tiny_conf, out=tmp_path, workers=1, progress=False)
+    os.remove(tmp_path / "runs" / f"{tiny_conf.runs[3].run_id}.parquet")
+    again = run_sweep(tiny_conf, out=tmp_path, workers=1, progress=False)
+    assert again.n_new == 1 and again.n_resumed == 7
+    frames_equal(again.summary, first.summary)
+    frames_equal(again.curves, serial.curves)
+
+
+def test_a_failed_run_is_recorded_not_cached_and_retried(tiny_conf, tmp_path, monkeypatch):
+    victim = tiny_conf.runs[2].run_id
+    real = assemble._simulate_run
+
+    def flaky(spec):
+        if spec.run_id == victim:
+            raise RuntimeError("injected failure\nsecond line")
+        return real(spec)
+
+    monkeypatch.setattr(assemble, "_simulate_run", flaky)
+    rep = run_sweep(tiny_conf, out=tmp_path, workers=1, progress=False)
+    row = rep.summary.set_index("run_id").loc[victim]
+    assert row["status"] == "failed" and row["error"] == "RuntimeError: injected failure second line"
+    assert row["conv_batches"] == math.inf and rep.counts["failed"] == 1
+    assert not (tmp_path / "runs" / f"{victim}.parquet").exists()
+    assert (tmp_path / "failed" / f"{victim}.json").exists()
+    monkeypatch.setattr(assemble, "_simulate_run", real)
+    again = run_sweep(tiny_conf, out=tmp_path, workers=1, progress=False)
+    assert again.n_new == 1 and again.counts["failed"] == 0
+    assert not (tmp_path / "failed" / f"{victim}.json").exists()
+
+
+def test_diverged_runs_count_as_never_converging(tmp_path):
+    conf = parse_config({"problem": {"kind": "least_squares", "dim": 3, "decay": 0.0},
+                         "optimizer": {"lr": [0.1, 50.0], "batch_size": 4, "echo": 2},
+                         "sweep": {"n_batches": 50, "atol": 0.05}})
+    rep = run_sweep(conf, out=tmp_path, workers=1, progress=False)
+    bad = rep.summary[rep.summary["optimizer.lr"] == 50.0].iloc[0]
+    assert bad["status"] == "diverged" and bad["conv_batches"] == math.inf and not bad["converged"]
+    assert np.isfinite(rep.curves["risk"]).all()
+    assert rep.tuned.iloc[0]["optimizer.lr"] == 0.1
+
+
+def test_time_budget_runs_stop_at_the_budget_and_other_policies_work(tmp_path):
+    conf = parse_config({"problem": {"kind": "logistic", "dim": 3},
+                         "pipeline": {"arrival": {"kind": "exponential", "mean": 4.0},
+                                      "policy": ["greedy", "example", "sync"], "shuffle_buffer": 16},
+                         "optimizer": {"lr": 1.0, "batch_size": 4, "echo": 2},
+                         "sweep": {"time_budget": 200.0, "atol": 0.02}})
+    rep = run_sweep(conf, out=tmp_path, workers=1, progress=False)
+    assert rep.counts["ok"] == 3
+    for rid, g in rep.curves.groupby("run_id", observed=True):
+        assert g["time"].max() <= 200.0 and g["time"].max() > 150.0
+    greedy = rep.summary[rep.summary["pipeline.policy"] == "greedy"].iloc[0]
+    assert greedy["mean_echo"] >= 1 and math.isnan(greedy["optimizer.echo"])
+
+
+KILL_TOML = """
+[problem]
+kind = "logistic"
+dim = 20
+[optimizer]
+lr = [0.3, 1.0, 3.0, 10.0]
+batch_size = 256
+echo = [1, 2, 4, 8, 16]
+[sweep]
+n_batches = 400
+repetitions = 4
+name = "kill"
+"""
+
+
+def start_sweep(cfg: Path, out: Path) -> subprocess.Popen:
+    """A CLI sweep in its own session, logging one stderr line per finished run."""
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    return subprocess.Popen([sys.executable, "-m", "echosim", "sweep", str(cfg), "--out", str(out),
+                             "--workers", "2", "--quiet", "--verbose", "--no-plot"], env=env,
+                            start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
+def wait_for_finished_runs(proc: subprocess.Popen, n: int) -> None:
+    """Block until the sweep reports `n` finished runs (an event, not a clock)."""
+    seen = 0
+    for line in proc.stderr:
+        seen += line.startswith("run ")
+        if seen >= n:
+            return
+    raise AssertionError(f"the sweep exited after {seen} runs; make it longer")
+
+
+def session_members(sid: int) -> list[int]:
+    """Pids of the live (not zombie) processes of session `sid`."""
+    pids = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[3]) == sid and fields[0] not in ("Z", "X"):
+            pids.append(int(d.name))
+    return pids
+
+
+def test_resume_after_sigkill_loses_and_duplicates_nothing(tmp_path):
+    cfg = tmp_path / "kill.toml"
+    cfg.write_text(KILL_TOML)
+    conf = load_config(cfg)
+    killed = tmp_path / "killed"
+    proc = start_sweep(cfg, killed)
+    try:
+        wait_for_finished_runs(proc, 4)
+        os.killpg(proc.pid, signal.SIGKILL)  # the sweep and its workers, like a machine going down
+        proc.wait()
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.stderr.close()
+    done_before = len(results.finished_ids(killed))
+    assert 4 <= done_before < len(conf.runs)
+    for rid in results.finished_ids(killed):  # every complete shard is readable
+        results.read_shard(results.shard_path(killed, rid))
+    resumed = run_sweep(conf, out=killed, workers=2, progress=False)
+    assert resumed.n_resumed == done_before and resumed.n_new == len(conf.runs) - done_before
+    assert list(resumed.summary["run_id"]) == [r.run_id for r in conf.runs]  # none lost, none twice
+    clean = run_sweep(conf, out=tmp_path / "clean", workers=2, progress=False)
+    frames_equal(resumed.summary, clean.summary)
+    frames_equal(resumed.curves, clean.curves)
+    assert not [p for p in (killed / "runs").iterdir() if p.name.endswith(".tmp")]
+
+
+@pytest.mark.skipif(not hasattr(os, "pidfd_open") or not Path("/proc/self/stat").exists(),
+                    reason="needs Linux pidfds and /proc")
+def test_workers_die_with_the_sweep_when_only_the_parent_is_killed(tmp_path):
+    import select
+
+    cfg = tmp_path / "kill.toml"
+    cfg.write_text(KILL_TOML)
+    proc = start_sweep(cfg, tmp_path / "out")
+    try:
+        wait_for_finished_runs(proc, 2)
+        workers = [pid for pid in session_members(proc.pid) if pid != proc.pid]
+        assert len(workers) == 2
+        pidfds = [os.pidfd_open(pid) for pid in workers]
+        os.kill(proc.pid, signal.SIGKILL)  # the parent alone, as an OOM killer would
+        proc.wait()
+        poller = select.poll()
+        for fd in pidfds:
+            poller.register(fd, select.POLLIN)
+        exited = set()
+        while len(exited) < len(pidfds):
+            events = poller.poll(60_000)  # a bound for a broken build, not a synchronisation
+            assert events, f"workers {session_members(proc.pid)} outlived their parent"
+            for fd, _ in events:
+                exited.add(fd)
+                poller.unregister(fd)
+        assert session_members(proc.pid) == []
+    finally:
+        for pid in session_members(proc.pid):
+            os.kill(pid, signal.SIGKILL)
+        proc.stderr.close()
+
+
+def test_progress_is_a_bar_on_a_terminal_and_lines_otherwise():
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    tty = Tty()
+    bar = Progress(3, stream=tty)
+    for _ in range(3):
+        bar.update()
+    assert "\r[" in tty.getvalue() and "3/3 runs" in tty.getvalue() and "ETA" in tty.getvalue()
+    plain = io.StringIO()
+    bar = Progress(3, stream=plain, every=1e9)
+    for _ in range(3):
+        bar.update()
+    assert plain.getvalue().splitlines() == [plain.getvalue().strip()]  # only the final line
+    assert plain.getvalue().startswith("3/3 runs") and "\r" not in plain.getvalue()
+    plain = io.StringIO()
+    bar = Progress(4, stream=plain, every=0.0)
+    for _ in range(4):
+        bar.update()
+    lines = plain.getvalue().splitlines()
+    assert [line.split()[0] for line in lines] == ["1/4", "2/4", "3/4", "4/4"]
+
+
+def test_estimate_calibrates_a_cost_model(tiny_conf, tmp_path):
+    est = estimate(tiny_conf, out=tmp_path, workers=2)
+    assert est["n_pending"] == 8 and est["seconds"] > 0 and "calibrated" in est["method"]
+
+
+def test_execute_run_reports_errors_instead_of_raising(tiny_conf):
+    import dataclasses
+
+    spec = dataclasses.replace(tiny_conf.runs[0], optimizer=dict(tiny_conf.runs[0].optimizer, method="nope"))
+    p = execute_run(spec)
+    assert p["summary"]["status"] == "failed" and p["curves"] is None and "nope" in p["summary"]["error"]

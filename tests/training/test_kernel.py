@@ -1,0 +1,122 @@
+"""The Numba optimizer kernel against its naive NumPy twin, and its invariants."""
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from echosim.training import codes
+from echosim.training.kernel import echo_chunk
+from tests.naive import echoed_run
+
+METHODS = {"gd": codes.METHOD_GD, "nesterov": codes.METHOD_NESTEROV, "prox": codes.METHOD_PROX}
+
+
+def kernel_run(X, Y, K, lr, method="gd", loss="squared", l2=0.0, momentum="nesterov", lam=0.0,
+               rows=None, w0=None, dtype=np.float64):
+    """Call the kernel once over all batches, logging after every batch."""
+    T, _, d = X.shape
+    w = np.zeros(d, dtype=dtype) if w0 is None else np.array(w0, dtype=dtype)
+    d = len(w)
+    state = (w, w.copy(), np.zeros(d), np.zeros(d), np.zeros(2, dtype=np.int64))
+    logs = (np.empty((T, d), dtype=dtype), np.empty((T, d)), np.empty((T, d)))
+    rows = np.zeros((0, 0), dtype=np.int64) if rows is None else np.asarray(rows, dtype=np.int64)
+    status = echo_chunk(
+        X.astype(dtype), Y.astype(dtype), np.asarray(K, dtype=np.int64), np.asarray(lr, dtype=np.float64),
+        rows, METHODS[method], codes.LOSS_CODES[loss], float(l2),
+        -1.0 if momentum == "nesterov" else float(momentum), float(lam),
+        *state, np.arange(T, dtype=np.int64), *logs)
+    return status, logs, state
+
+
+def draw_problem(seed, T, B, d, loss):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((T, B, d)) / np.sqrt(d)
+    if loss == "squared":
+        Y = X @ rng.standard_normal(d) + 0.1 * rng.standard_normal((T, B))
+    elif loss == "softmax":
+        Y = rng.integers(0, 3, size=(T, B)).astype(float)  # three classes
+    else:
+        Y = np.where(rng.random((T, B)) < 0.5, -1.0, 1.0)
+    return X, Y, rng
+
+
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    T=st.integers(1, 6), B=st.integers(1, 9), d=st.integers(1, 7),
+    method=st.sampled_from(["gd", "nesterov", "prox", "sgd"]),
+    loss=st.sampled_from(["squared", "logistic", "softmax"]),
+    l2=st.sampled_from([0.0, 0.05]),
+    lr=st.floats(0.0, 0.5),
+    momentum=st.sampled_from(["nesterov", 0.0, 0.7]),
+)
+def test_kernel_matches_naive_twin(seed, T, B, d, method, loss, l2, lr, momentum):
+    X, Y, rng = draw_problem(seed, T, B, d, loss)
+    K = rng.integers(1, 5, size=T)
+    lrs = lr * rng.uniform(0.5, 1.0, size=T)
+    rows = rng.integers(0, B, size=(int(K.sum()), max(1, B // 2))) if method == "sgd" else None
+    kind = "gd" if method == "sgd" else method
+    w0 = rng.standard_normal(3 * d if loss == "softmax" else d)
+    args = dict(method=kind, loss=loss, l2=l2, momentum=momentum, lam=0.3, rows=rows, w0=w0)
+    status, logs, _ = kernel_run(X, Y, K, lrs, **args)
+    expected = echoed_run(X, Y, K, lrs, **args)
+    assert status == -1
+    for got, want in zip(logs, expected):
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-14)
+
+
+def test_repeated_gd_on_one_batch_matches_closed_form():
+    # w_t = ŵ + (I − ηA)^t (w₀ − ŵ), with A = XᵀX/B and ŵ the batch's least-squares solution.
+    X, Y, _ = draw_problem(3, 1, 40, 6, "squared")
+    A = X[0].T @ X[0] / 40
+    w_hat = np.linalg.solve(A, X[0].T @ Y[0] / 40)
+    eta, steps = 0.7, 25
+    w0 = np.linspace(-1, 1, 6)
+    _, (last, _, _), _ = kernel_run(X, Y, [steps], [eta], w0=w0)
+    expected = w_hat + np.linalg.matrix_power(np.eye(6) - eta * A, steps) @ (w0 - w_hat)
+    np.testing.assert_allclose(last[0], expected, rtol=1e-12)
+
+
+@pytest.mark.parametrize("method", ["gd", "nesterov", "prox"])
+def test_zero_learning_rate_is_a_no_op(method):
+    X, Y, _ = draw_problem(0, 5, 8, 4, "logistic")
+    w0 = np.arange(4.0)
+    _, (last, avg, end), (w, *_rest) = kernel_run(X, Y, [3] * 5, [0.0] * 5, method=method, loss="logistic", w0=w0)
+    for arr in (last, avg, end):
+        np.testing.assert_array_equal(arr, np.tile(w0, (5, 1)))
+
+
+def test_constant_zero_momentum_and_zero_prox_weight_are_gd():
+    X, Y, _ = draw_problem(1, 4, 10, 3, "squared")
+    K, lr = [2, 3, 1, 4], [0.3] * 4
+    _, gd, _ = kernel_run(X, Y, K, lr)
+    _, nest0, _ = kernel_run(X, Y, K, lr, method="nesterov", momentum=0.0)
+    _, prox0, _ = kernel_run(X, Y, K, lr, method="prox", lam=0.0)
+    for a, b, c in zip(gd, nest0, prox0):
+        np.testing.assert_array_equal(a, b)
+        np.testing.assert_array_equal(a, c)
+
+
+def test_divergence_is_reported_with_the_batch_index():
+    X, Y, _ = draw_problem(2, 50, 8, 3, "squared")
+    status, _, (w, *_r) = kernel_run(X * 10, Y, [4] * 50, [10.0] * 50)
+    assert 0 <= status < 50
+    assert not np.all(np.isfinite(w))
+
+
+def test_float32_kernel_tracks_float64():
+    X, Y, _ = draw_problem(4, 6, 16, 5, "logistic")
+    _, (l64, a64, _), _ = kernel_run(X, Y, [3] * 6, [0.5] * 6, loss="logistic")
+    _, (l32, a32, _), _ = kernel_run(X, Y, [3] * 6, [0.5] * 6, loss="logistic", dtype=np.float32)
+    assert l32.dtype == np.float32
+    np.testing.assert_allclose(l32, l64, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(a32, a64, rtol=1e-5, atol=1e-6)
+
+
+def test_kernel_does_not_recompile_on_a_second_call():
+    X, Y, _ = draw_problem(5, 2, 4, 3, "squared")
+    kernel_run(X, Y, [1, 2], [0.1, 0.1])
+    n_signatures = len(echo_chunk.signatures)
+    kernel_run(X, Y, [3, 1], [0.2, 0.2], method="nesterov", loss="logistic", l2=0.1)
+    kernel_run(X, Y, [3, 1], [0.2, 0.2], rows=np.zeros((4, 2), dtype=np.int64))
+    assert len(echo_chunk.signatures) == n_signatures

@@ -1,0 +1,202 @@
+"""run(): the public face of one simulation — twins, invariants, reproducibility, bad input."""
+
+import numpy as np
+import pytest
+
+import echosim
+from echosim.training import runner as experiment
+from echosim.training.runner import _sub_batch_rows, log_points, run
+from echosim.training.optimizers import EchoedGD, EchoedNesterov, EchoedProx, EchoedSGD, MinibatchSGD
+from echosim.training.problems import Dataset, LeastSquares, Logistic
+from tests.naive import echoed_run
+
+LS = LeastSquares(dim=6, design="gaussian", decay=1.0, noise_std=0.3)
+_rng = np.random.default_rng(0)
+LOGI = Dataset(_rng.standard_normal((50, 3)), np.where(_rng.random(50) < 0.5, -1.0, 1.0),
+               loss="logistic", l2=0.1)
+SOFTMAX = Dataset(_rng.standard_normal((60, 3)), _rng.integers(0, 4, 60), loss="softmax", l2=0.05)
+
+
+@pytest.mark.parametrize("optimizer, method", [
+    (EchoedGD(0.2), "gd"),
+    (EchoedNesterov(0.05), "nesterov"),
+    (EchoedNesterov(0.1, momentum=0.5), "nesterov"),
+    (EchoedProx(0.2, lam=0.5), "prox"),
+    (EchoedSGD(0.2, sub_batch=3), "gd"),
+    (EchoedSGD(0.2, sub_batch=5, replace=False), "gd"),
+])
+@pytest.mark.parametrize("problem", [LS, LOGI, SOFTMAX], ids=["least-squares", "dataset-logistic", "softmax"])
+def test_run_matches_naive_twin_on_the_same_batches(problem, optimizer, method, monkeypatch):
+    monkeypatch.setattr(experiment, "CHUNK_BYTES", 1)  # several kernel calls: state must carry over
+    T, B, seed = 40, 8, 11
+    K = np.random.default_rng(seed).integers(1, 4, size=T)
+    traj = run(problem, optimizer, batch_size=B, echo=K, seed=seed, log="all")
+    X, Y = problem.batches(seed, 0, T, B)
+    rows = _sub_batch_rows(optimizer, seed, K, 0, T, B) if isinstance(optimizer, EchoedSGD) else None
+    momentum = getattr(optimizer, "momentum", "nesterov")
+    last, avg, end = echoed_run(X, Y, K, np.full(T, optimizer.lr), method=method, loss=problem.loss,
+                                l2=problem.l2, momentum=momentum, lam=optimizer.lam, rows=rows,
+                                w0=np.zeros(problem.dim))
+    assert traj.status == "ok"
+    np.testing.assert_array_equal(traj.batches, np.arange(T + 1))
+    np.testing.assert_array_equal(traj.steps, np.concatenate([[0], np.cumsum(K)]))
+    np.testing.assert_allclose(traj.risk[1:], problem.excess_risk(last), rtol=1e-12)
+    np.testing.assert_allclose(traj.risk_avg[1:], problem.excess_risk(avg), rtol=1e-12)
+    np.testing.assert_allclose(traj.risk_end_avg[1:], problem.excess_risk(end), rtol=1e-12)
+    np.testing.assert_allclose(traj.w, last[-1], rtol=1e-12, atol=1e-15)
+
+
+def test_echo_one_of_echoed_gd_is_minibatch_sgd():
+    a = run(LS, EchoedGD(0.1), batch_size=16, echo=1, n_batches=100, seed=3)
+    b = run(LS, MinibatchSGD(0.1), batch_size=16, echo=1, n_batches=100, seed=3)
+    np.testing.assert_array_equal(a.risk, b.risk)
+
+
+def test_sub_batch_equal_to_batch_without_replacement_is_echoed_gd():
+    a = run(LS, EchoedGD(0.1), batch_size=8, echo=3, n_batches=50, seed=4)
+    b = run(LS, EchoedSGD(0.1, sub_batch=8, replace=False), batch_size=8, echo=3, n_batches=50, seed=4)
+    np.testing.assert_allclose(a.risk, b.risk, rtol=1e-12)
+
+
+def test_zero_learning_rate_leaves_the_risk_at_its_start():
+    w0 = np.ones(LS.dim)
+    traj = run(LS, EchoedGD(0.0), batch_size=8, echo=3, n_batches=20, w0=w0)
+    np.testing.assert_array_equal(traj.risk, np.full(21, LS.excess_risk(w0)[0]))
+
+
+def test_same_seed_same_batches_whatever_echo_or_optimizer():
+    # Common random numbers: the data stream depends on (seed, t, B) only.
+    X1, _ = LS.batches(5, 0, 48, 4)
+    X2, _ = LS.batches(5, 16, 32, 4)
+    np.testing.assert_array_equal(X1[16:32], X2)
+    a = run(LS, EchoedGD(0.0), batch_size=4, echo=1, n_batches=10, seed=5)
+    b = run(LS, EchoedNesterov(0.0), batch_size=4, echo=7, n_batches=10, seed=5)
+    np.testing.assert_array_equal(a.risk, b.risk)
+
+
+def test_results_do_not_depend_on_the_chunk_size(monkeypatch):
+    full = run(LS, EchoedSGD(0.1, sub_batch=2), batch_size=8, echo=3, n_batches=70, seed=2)
+    monkeypatch.setattr(experiment, "CHUNK_BYTES", 1)
+    chunked = run(LS, EchoedSGD(0.1, sub_batch=2), batch_size=8, echo=3, n_batches=70, seed=2)
+    np.testing.assert_array_equal(full.risk, chunked.risk)
+
+
+def test_learning_rate_schedule_as_callable_and_array():
+    T = 30
+    sched = run(LS, EchoedGD(lambda t: 0.2 / np.sqrt(t + 1)), batch_size=8, echo=2, n_batches=T, seed=1)
+    arr = run(LS, EchoedGD(0.2 / np.sqrt(np.arange(T) + 1)), batch_size=8, echo=2, n_batches=T, seed=1)
+    np.testing.assert_array_equal(sched.risk, arr.risk)
+
+
+def test_divergence_is_a_result_not_a_nan():
+    traj = run(LS, EchoedGD(50.0), batch_size=8, echo=4, n_batches=200, seed=0)
+    assert traj.status == "diverged"
+    assert traj.diverged_at is not None and 1 <= traj.diverged_at <= 200
+    for arr in (traj.risk, traj.risk_avg, traj.risk_end_avg):
+        assert np.all(np.isfinite(arr))
+    assert traj.batches[-1] < traj.diverged_at
+    assert traj.summary()["status"] == "diverged"
+
+
+def test_float32_run_tracks_float64():
+    problem = Logistic(dim=5, design="sphere")
+    a = run(problem, EchoedGD(1.0), batch_size=32, echo=2, n_batches=50, seed=0)
+    b = run(problem, EchoedGD(1.0), batch_size=32, echo=2, n_batches=50, seed=0, dtype="float32")
+    np.testing.assert_allclose(b.risk, a.risk, rtol=1e-4, atol=1e-6)
+
+
+def test_log_points_auto_all_count_and_explicit():
+    np.testing.assert_array_equal(log_points("auto", 5), [1, 2, 3, 4, 5])
+    pts = log_points("auto", 10**6)
+    assert pts[0] == 1 and pts[-1] == 10**6 and len(pts) <= experiment.AUTO_LOG_POINTS + 1
+    assert np.all(np.diff(pts) > 0)
+    np.testing.assert_array_equal(log_points([3, 1], 5), [1, 3, 5])
+    traj = run(LS, EchoedGD(0.1), batch_size=4, echo=1, n_batches=10**4, seed=0, log=20)
+    assert traj.batches[-1] == 10**4 and len(traj) <= 21
+
+
+def test_public_names_are_reexported():
+    assert echosim.run is run
+    assert echosim.EchoedGD is EchoedGD
+
+
+@pytest.mark.parametrize("kwargs, field", [
+    (dict(batch_size=0), "batch_size"),
+    (dict(batch_size=2.5), "batch_size"),
+    (dict(echo=0), "echo"),
+    (dict(echo=np.array([1, 0, 2]), n_batches=None), "K_t"),
+    (dict(echo=np.array([1, 2])), "n_batches"),
+    (dict(echo=1.5), "echo"),
+    (dict(n_batches=0), "n_batches"),
+    (dict(n_batches=None), "n_batches"),
+    (dict(seed=-1), "seed"),
+    (dict(dtype="float16"), "dtype"),
+    (dict(w0=np.ones(3)), "w0"),
+    (dict(log="sometimes"), "log"),
+])
+def test_bad_input_names_the_argument(kwargs, field):
+    args = dict(batch_size=4, echo=2, n_batches=5, seed=0)
+    args.update(kwargs)
+    with pytest.raises(ValueError, match=field):
+        run(LS, EchoedGD(0.1), **args)
+
+
+@pytest.mark.parametrize("make, field", [
+    (lambda: EchoedGD(-0.1), "lr"),
+    (lambda: EchoedGD(float("nan")), "lr"),
+    (lambda: EchoedGD("fast"), "lr"),
+    (lambda: EchoedSGD(0.1, sub_batch=0), "sub_batch"),
+    (lambda: EchoedNesterov(0.1, momentum=1.5), "momentum"),
+    (lambda: EchoedProx(0.1, lam=-1), "lam"),
+])
+def test_bad_optimizer_specs_name_the_field(make, field):
+    with pytest.raises(ValueError, match=field):
+        make()
+
+
+def test_bad_pairings_are_refused_before_work():
+    with pytest.raises(ValueError, match="one step per batch"):
+        run(LS, MinibatchSGD(0.1), batch_size=4, echo=2, n_batches=5)
+    with pytest.raises(ValueError, match="sub_batch"):
+        run(LS, EchoedSGD(0.1, sub_batch=9, replace=False), batch_size=4, echo=2, n_batches=5)
+    with pytest.raises(ValueError, match="lr"):
+        run(LS, EchoedGD(np.ones(3)), batch_size=4, echo=2, n_batches=5)
+    with pytest.raises(ValueError, match="problem"):
+        run("ls", EchoedGD(0.1), batch_size=4, echo=2, n_batches=5)
+
+
+def test_end_to_end_echoed_gd_on_a_greedy_pipeline_schedule():
+    from echosim.pipeline.service_times import Exponential
+    from echosim.pipeline.model import Pipeline
+    from echosim.pipeline.schedule import simulate
+
+    schedule = simulate(Pipeline(arrival=Exponential(4.0), workers=2, prefetch=2, policy="greedy", max_echo=8),
+                        n_batches=60, seed=3)
+    traj = run(LS, EchoedGD(0.1), batch_size=8, echo=schedule, seed=1, log="all")
+    same_k = run(LS, EchoedGD(0.1), batch_size=8, echo=schedule.steps_per_batch, seed=1, log="all")
+    np.testing.assert_array_equal(traj.risk, same_k.risk)
+    ends = np.cumsum(schedule.steps_per_batch)
+    np.testing.assert_array_equal(traj.steps[1:], ends)
+    np.testing.assert_array_equal(traj.time[1:], schedule.step_end[ends - 1])
+    assert traj.time[0] == 0 and np.all(np.diff(traj.time) > 0)
+
+
+def test_example_echoing_schedule_matches_the_naive_twin_on_gathered_batches():
+    from echosim.pipeline.service_times import Exponential
+    from echosim.pipeline.model import Pipeline
+    from echosim.pipeline.schedule import simulate
+
+    B, T = 4, 30
+    schedule = simulate(Pipeline(arrival=Exponential(3.0), policy="example", echo=2.5, shuffle_buffer=12),
+                        n_batches=T, seed=0, batch_size=B)
+    traj = run(LS, EchoedGD(0.2), batch_size=B, echo=schedule, seed=2, log="all")
+    X, Y = LS.batches(2, 0, T, B)
+    batch, row = np.divmod(schedule.step_examples, B)
+    last, avg, _ = echoed_run(X[batch, row], Y[batch, row], np.ones(schedule.n_steps, dtype=int),
+                              np.full(schedule.n_steps, 0.2))
+    np.testing.assert_allclose(traj.risk[1:], LS.excess_risk(last), rtol=1e-12)
+    np.testing.assert_allclose(traj.risk_avg[1:], LS.excess_risk(avg), rtol=1e-12)
+    np.testing.assert_array_equal(traj.batches[1:], schedule.step_batch + 1)
+    np.testing.assert_array_equal(traj.time[1:], schedule.step_end)
+    with pytest.raises(ValueError, match="batch_size"):
+        run(LS, EchoedGD(0.2), batch_size=B + 1, echo=schedule)
