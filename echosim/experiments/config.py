@@ -32,9 +32,9 @@ import tomllib
 from pathlib import Path
 
 
+from echosim.pipeline.model import ECHO_POLICIES, check_echo
 from echosim.experiments.grid import _AxisRef, _field_for, _Grid, _joint
 from echosim.experiments.schema import (
-    _ECHO_POLICIES,
     _PROBLEM_DEFAULTS,
     _RUN_KEYS,
     _SETTING_KEYS,
@@ -336,22 +336,24 @@ def _resolve(point, labels, usage, caches) -> dict:
         if value is None and fld.required:
             raise ConfigError(f"optimizer.{key}: required ({fld.describe()})")
         optimizer[key] = value
-    echo_applies = method != "minibatch_sgd" and (pipeline is None or policy in _ECHO_POLICIES)
+    # ---- the echo factor K: owned by the schedule (a fixed pipeline, or K steps per batch)
+    echo_applies = method != "minibatch_sgd" and (pipeline is None or policy in ECHO_POLICIES)
+    echo = None
     if echo_applies:
         K = point.get("optimizer.echo", 1.0)
         if "optimizer.echo" in point:
             usage.use("optimizer.echo")
-        if pipeline is None and K != math.floor(K):
-            raise ConfigError(f"{lab('optimizer.echo')}: a non-integer echo factor ({K:g}) needs "
-                              "pipeline.policy 'fixed' (random rounding); without a pipeline K is an integer")
-        optimizer["echo"] = int(K) if K == math.floor(K) else K
+        if pipeline is None:
+            try:
+                check_echo(K, lab("optimizer.echo"), integer=True)
+            except ValueError as exc:
+                raise ConfigError(str(exc)) from None
+        echo = int(K) if K == math.floor(K) else K
     elif method == "minibatch_sgd" and policy in ("greedy", "example"):
         raise ConfigError(f"{lab('optimizer.method')}: minibatch_sgd takes one step per fresh batch, but "
                           f"{lab('pipeline.policy')} = {policy!r} does not; use policy 'sync' or 'fixed'")
-    elif policy == "greedy":
-        pass
-    else:
-        optimizer["echo"] = 1
+    elif policy != "greedy":
+        echo = 1
     if method == "echoed_sgd" and not optimizer["replace"] and optimizer["sub_batch"] > optimizer["batch_size"]:
         raise ConfigError(f"{lab('optimizer.sub_batch')}: sub_batch ({optimizer['sub_batch']}) exceeds "
                           f"{lab('optimizer.batch_size')} ({optimizer['batch_size']}) when sampling without replacement")
@@ -363,7 +365,7 @@ def _resolve(point, labels, usage, caches) -> dict:
 
     # ---- the pipeline object (needs K)
     if pipeline is not None:
-        pipeline = _resolve_pipeline(pipeline, optimizer.get("echo"), point, lab)
+        pipeline = _resolve_pipeline(pipeline, echo, point, lab)
 
     # ---- run budget
     run = {}
@@ -375,7 +377,7 @@ def _resolve(point, labels, usage, caches) -> dict:
     if "time_budget" in run and pipeline is None:
         raise ConfigError(f"{lab('sweep.time_budget')}: a time budget needs a [pipeline] section "
                           "(simulated wall-clock); use sweep.n_batches without one")
-    return {"problem": problem, "optimizer": optimizer, "pipeline": pipeline, "run": run,
+    return {"problem": problem, "optimizer": optimizer, "pipeline": pipeline, "echo": echo, "run": run,
             "labels": labels, "problem_obj": problem_obj}
 
 
@@ -397,10 +399,8 @@ def _resolve_pipeline(pipeline, K, point, lab) -> dict:
             out[key + "_mean"] = float(services[key].mean)
         else:
             out[key] = value
-    if out["policy"] in _ECHO_POLICIES:
-        out["echo"] = float(K)
     try:
-        build_pipeline(out)
+        build_pipeline(out, K)
     except ValueError as exc:
         where = ", ".join(sorted({lab(p) for p in point if p.startswith("pipeline.")}))
         raise ConfigError(f"pipeline ({where}): {exc}") from None
@@ -446,7 +446,7 @@ def _make_spec(base: dict, rep: int, base_seed: int) -> RunSpec:
                                            "blocking", "switch_overhead")}
         h_pipe = int(stable_hash(timing, 16), 16)
         pseed = _derive_seed(base_seed, 1, h_pipe >> 32, h_pipe & 0xFFFFFFFF, rep)
-    spec = RunSpec(problem=problem, optimizer=optimizer, pipeline=pipeline, run=run, repetition=rep,
+    spec = RunSpec(problem=problem, optimizer=optimizer, pipeline=pipeline, echo=base["echo"], run=run, repetition=rep,
                    base_seed=base_seed, seed=seed, pipeline_seed=pseed, run_id="", labels=base["labels"])
     object.__setattr__(spec, "run_id", stable_hash(spec.resolved(), 16))
     return spec

@@ -10,9 +10,13 @@ from typing import Any
 
 import numpy as np
 
+from echosim.pipeline.model import POLICIES
+from echosim.training.optimizers import METHODS
+from echosim.training.problems import PROBLEMS
+
 __all__ = ["ConfigError", "Field", "FIELDS", "lr_grid", "PAPER_LRS", "SCHEMA", "SECTIONS"]
 
-SCHEMA = "echosim-run/1"
+SCHEMA = "echosim-run/2"
 """Version tag hashed into every run id; bump it when the meaning of a run changes."""
 
 SECTIONS = ("problem", "pipeline", "optimizer", "sweep")
@@ -154,21 +158,11 @@ class Field:
         return value
 
 
-_PROBLEM_KINDS = ("logistic", "least_squares", "dataset")
 _SYNTH = ("logistic", "least_squares")
-_METHODS = {
-    "minibatch_sgd": "MinibatchSGD",
-    "echoed_gd": "EchoedGD",
-    "echoed_sgd": "EchoedSGD",
-    "echoed_nesterov": "EchoedNesterov",
-    "echoed_prox": "EchoedProx",
-}
-_POLICIES = ("sync", "fixed", "greedy", "example")
-_ECHO_POLICIES = ("fixed", "example")
 
 FIELDS: dict[str, dict[str, Field]] = {
     "problem": {
-        "kind": Field("choice", choices=_PROBLEM_KINDS, required=True, doc="which objective"),
+        "kind": Field("choice", choices=tuple(PROBLEMS), required=True, doc="which objective"),
         "dim": Field("int", lo=1, applies=_SYNTH, required=True, doc="dimension d"),
         "design": Field("choice", choices=("gaussian", "sphere"), applies=_SYNTH,
                         doc="x ~ N(0, diag(i^-decay)) or uniform on the sphere of radius r"),
@@ -195,7 +189,7 @@ FIELDS: dict[str, dict[str, Field]] = {
         "workers": Field("int", 1, lo=1, doc="loader workers W"),
         "prefetch": Field("int", 2, lo=1, doc="prefetch buffer capacity C"),
         "step_time": Field("service", 1.0, doc="time of one optimizer step (t_down)"),
-        "policy": Field("choice", "fixed", choices=_POLICIES, doc="echo policy"),
+        "policy": Field("choice", "fixed", choices=POLICIES, doc="echo policy"),
         "max_echo": Field("int", 64, lo=1, applies=("greedy",), doc="bound on K_t under greedy"),
         "shuffle_buffer": Field("int", lo=1, applies=("example",), doc="examples in the shuffle buffer"),
         "delivery": Field("choice", "ordered", choices=("ordered", "unordered")),
@@ -203,7 +197,7 @@ FIELDS: dict[str, dict[str, Field]] = {
         "switch_overhead": Field("float", 0.0, lo=0, doc="time to switch to a new batch"),
     },
     "optimizer": {
-        "method": Field("choice", "echoed_gd", choices=tuple(_METHODS)),
+        "method": Field("choice", "echoed_gd", choices=tuple(METHODS)),
         "lr": Field("lr", required=True, doc="learning rate η"),
         "batch_size": Field("int", lo=1, required=True, doc="B"),
         "echo": Field("float", 1.0, lo=1, doc="K, steps per fresh batch"),

@@ -24,7 +24,8 @@ from pathlib import Path
 import numpy as np
 
 from echosim.experiments import store
-from echosim.experiments.assemble import _batch_time, _log_every, execute_run, warm_up
+from echosim.experiments.assemble import _log_every, execute_run, warm_up
+from echosim.pipeline.schedule import mean_batch_time
 from echosim.experiments.executors import Progress, _run_dask, _run_local, _run_serial, default_workers
 from echosim.experiments.specs import SweepConfig, build_pipeline, build_problem
 
@@ -157,12 +158,12 @@ def _cost_units(spec) -> float:
     if "n_batches" in spec.run:
         T = spec.run["n_batches"]
     else:
-        T = spec.run["time_budget"] / _batch_time(build_pipeline(spec.pipeline))
+        T = spec.run["time_budget"] / mean_batch_time(build_pipeline(spec.pipeline, spec.echo))
     if spec.pipeline is not None and spec.pipeline["policy"] == "greedy":
-        p = build_pipeline(spec.pipeline)
+        p = build_pipeline(spec.pipeline, spec.echo)
         K = min(p.max_echo, max(1.0, p.arrival.mean / p.workers / p.step_time.mean))
     else:
-        K = float(spec.optimizer.get("echo", 1))
+        K = float(spec.echo or 1)
     points = T / _log_every(spec.run, max(1, int(T)))
     n_data = getattr(problem, "X", None)
     risk_cost = 3 * (n_data.shape[0] * d if n_data is not None else 300)
@@ -196,7 +197,7 @@ def estimate(config: SweepConfig, out=None, workers: int | None = None) -> dict:
         if "n_batches" in run:
             run["n_batches"] = min(run["n_batches"], 200)
         else:
-            T = run.pop("time_budget") / _batch_time(build_pipeline(spec.pipeline))
+            T = run.pop("time_budget") / mean_batch_time(build_pipeline(spec.pipeline, spec.echo))
             run["n_batches"] = int(min(max(T, 1), 200))
         short = dataclasses.replace(spec, run=run)
         t = time.perf_counter()

@@ -134,8 +134,9 @@ def median_band(runs, x: str = "batches", y: str = "risk", q=(0.1, 0.9), label: 
 def _bound_fn(method: str):
     import theory
 
-    return {"echoed_gd": "echoed_gd_bound", "minibatch_sgd": "echoed_gd_bound", "echoed_sgd": "echoed_gd_bound",
-            "echoed_prox": "echoed_prox_bound", "echoed_nesterov": "echoed_agd_bound"}.get(method), theory
+    from echosim.training.optimizers import METHODS
+
+    return getattr(METHODS.get(method), "bound", None), theory
 
 
 def bound_curve(constants: dict, batch_size: int, echo: float, T, *, x=None, method: str = "echoed_gd",

@@ -127,7 +127,7 @@ def _all_finite(w):
 def echo_chunk(
     X, Y, K, lr, rows, method, loss, l2, momentum, lam,
     w, w_prev, avg_sum, end_sum, counters,
-    log_at, log_w, log_avg, log_end,
+    log_at, log_steps, log_w, log_avg, log_end,
 ):
     """Run fresh batches X[t], Y[t] for K[t] steps each; return -1 or the diverged batch.
 
@@ -139,8 +139,9 @@ def echo_chunk(
     State, updated in place: w (last iterate x_k), w_prev (x_{k−1}, Nesterov),
     avg_sum / end_sum (float64 sums of every step's and every batch end's
     iterate), counters = [steps so far, batches so far].
-    Logging: after local batch log_at[j], row j of log_w / log_avg / log_end
-    receives the last iterate and the two averages.
+    Logging: after local batch log_at[j] (after local step log_at[j] if
+    `log_steps`), row j of log_w / log_avg / log_end receives the last iterate and
+    the two averages (the batch-end average over the batches finished so far).
     """
     d = w.shape[0]
     g = np.empty_like(w)
@@ -156,7 +157,7 @@ def echo_chunk(
         Yt = Y[t]
         if method == METHOD_PROX:
             anchor[:] = w
-        for _ in range(K[t]):
+        for k_t in range(K[t]):
             r = rows[step_in_chunk] if rows.shape[0] > 0 else no_rows
             if method == METHOD_NESTEROV:
                 k = counters[0]
@@ -177,16 +178,28 @@ def echo_chunk(
             for j in range(d):
                 avg_sum[j] += w[j]
             counters[0] += 1
+            if log_steps and k_t < K[t] - 1:  # a batch's last step is logged once the batch ends
+                while next_log < log_at.shape[0] and log_at[next_log] == step_in_chunk:
+                    _log(w, avg_sum, end_sum, counters, log_w, log_avg, log_end, next_log)
+                    next_log += 1
             step_in_chunk += 1
         for j in range(d):
             end_sum[j] += w[j]
         counters[1] += 1
         if not _all_finite(w):
             return t
-        while next_log < log_at.shape[0] and log_at[next_log] == t:
-            for j in range(d):
-                log_w[next_log, j] = w[j]
-                log_avg[next_log, j] = avg_sum[j] / counters[0]
-                log_end[next_log, j] = end_sum[j] / counters[1]
+        at = step_in_chunk - 1 if log_steps else t
+        while next_log < log_at.shape[0] and log_at[next_log] == at:
+            _log(w, avg_sum, end_sum, counters, log_w, log_avg, log_end, next_log)
             next_log += 1
     return -1
+
+
+@njit(cache=True)
+def _log(w, avg_sum, end_sum, counters, log_w, log_avg, log_end, row):
+    """Row `row` of the logs: the last iterate, the step average, the batch-end average
+    (the last iterate while no batch has ended yet)."""
+    for j in range(w.shape[0]):
+        log_w[row, j] = w[j]
+        log_avg[row, j] = avg_sum[j] / counters[0]
+        log_end[row, j] = end_sum[j] / counters[1] if counters[1] > 0 else w[j]

@@ -501,3 +501,7 @@ class Dataset(Problem):
         else:
             beta, rho = float((norms**2).max()) / 2, math.sqrt(2.0) * float(norms.max())
         return {"beta": beta + self.l2, "rho": rho + reg, "D": D}
+
+
+PROBLEMS = {"least_squares": LeastSquares, "logistic": Logistic, "dataset": Dataset}
+"""The registry of problem kinds: config name → class."""

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from echosim.pipeline.schedule import Schedule, echo_schedule
 from echosim.training.codes import LOSS_CODES
 from echosim.training.optimizers import EchoedGD, EchoedNesterov, EchoedSGD, Optimizer, learning_rates
 from echosim.training.problems import BATCHES_PER_BLOCK, STREAM_OPTIMIZER, Problem, block_rng
@@ -74,32 +75,13 @@ def _int_arg(name, value, minimum):
     return int(value)
 
 
-def _steps_per_batch(echo, n_batches):
-    """(K_t array, schedule or None) from echo = int | array | Schedule."""
-    if hasattr(echo, "steps_per_batch"):
-        K = np.asarray(echo.steps_per_batch, dtype=np.int64)
-        if n_batches is not None and n_batches != len(K):
-            raise ValueError(f"n_batches={n_batches} does not match the schedule's {len(K)} batches")
-        schedule = echo
-    elif np.ndim(echo) == 0:
-        k = _int_arg("echo", echo, 1)
-        if n_batches is None:
-            raise ValueError("n_batches is required when echo is a number")
-        K = np.full(_int_arg("n_batches", n_batches, 1), k, dtype=np.int64)
-        schedule = None
-    else:
-        K = np.asarray(echo)
-        if K.ndim != 1 or K.size == 0 or not np.issubdtype(K.dtype, np.integer):
-            raise ValueError("echo must be an int, a 1-D integer array of K_t, or a Schedule")
-        if n_batches is not None and n_batches != len(K):
-            raise ValueError(f"n_batches={n_batches} does not match len(echo)={len(K)}")
-        K = K.astype(np.int64)
-        schedule = None
-    if K.size == 0:
-        raise ValueError("the run needs at least one fresh batch")
-    if K.min() < 1 and (schedule is None or schedule.step_examples is None):
-        raise ValueError(f"echo: every K_t must be >= 1, got min {K.min()}")
-    return K, schedule
+def _as_schedule(echo, n_batches) -> Schedule:
+    """The run's Schedule: `echo` itself, or one built by the pipeline layer from K or K_t."""
+    if isinstance(echo, Schedule):
+        if n_batches is not None and n_batches != echo.n_batches:
+            raise ValueError(f"n_batches={n_batches} does not match the schedule's {echo.n_batches} batches")
+        return echo
+    return echo_schedule(echo, n_batches)
 
 
 def log_points(log, n_batches: int) -> np.ndarray:
@@ -141,7 +123,7 @@ def chunk_batches(batch_size: int, dim: int, itemsize: int) -> int:
 
 
 def run(problem: Problem, optimizer: Optimizer, *, batch_size: int, echo=1, n_batches: int | None = None,
-        seed: int = 0, dtype="float64", log="auto", w0=None) -> Trajectory:
+        seed: int = 0, dtype="float64", log="auto", log_unit: str = "batch", w0=None) -> Trajectory:
     """Run `optimizer` on `problem` for T fresh batches of size B with K_t steps each.
 
     Parameters
@@ -152,9 +134,10 @@ def run(problem: Problem, optimizer: Optimizer, *, batch_size: int, echo=1, n_ba
         MinibatchSGD, EchoedGD, EchoedSGD, EchoedNesterov or EchoedProx.
     batch_size : int
         B, examples per fresh batch.
-    echo : int, array of int, or Schedule
-        K for every batch, K_t per batch, or a pipeline schedule (which also gives
-        the simulated wall-clock time of every step).
+    echo : Schedule, int, or array of int
+        The pipeline schedule that says how many steps use each fresh batch (and,
+        when simulated, the wall-clock time of every step); K or K_t per batch as a
+        shorthand for `echosim.pipeline.echo_schedule(echo, n_batches)`.
     n_batches : int, optional
         T; optional when echo is an array or a Schedule.
     seed : int
@@ -164,7 +147,11 @@ def run(problem: Problem, optimizer: Optimizer, *, batch_size: int, echo=1, n_ba
     log : "auto", "all", int or array of int
         Where to log: every batch up to 1000 batches then 400 log-spaced points
         ("auto"), every batch, a number of log-spaced points, or the batch counts
-        themselves (with an example-echoing schedule: step counts).
+        themselves, in units of `log_unit`.
+    log_unit : {"batch", "step"}
+        Log after fresh batches (log points count batches) or after optimizer
+        steps (log points count steps), so time to a target can be resolved
+        within a batch. Under example echoing every step is its own unit.
     w0 : array, optional
         The starting point (default 0).
 
@@ -183,7 +170,10 @@ def run(problem: Problem, optimizer: Optimizer, *, batch_size: int, echo=1, n_ba
     if dtype not in ("float64", "float32", np.float64, np.float32):
         raise ValueError(f"dtype must be 'float64' or 'float32', got {dtype!r}")
     dtype = np.dtype(dtype)
-    K, schedule = _steps_per_batch(echo, n_batches)
+    if log_unit not in ("batch", "step"):
+        raise ValueError(f"log_unit must be 'batch' or 'step', got {log_unit!r}")
+    schedule = _as_schedule(echo, n_batches)
+    K = schedule.steps_per_batch
     T = len(K)
     if optimizer.max_echo_one and K.max() > 1:
         raise ValueError(f"{type(optimizer).__name__} takes one step per batch; got echo with K_t up to {K.max()}")
@@ -194,11 +184,14 @@ def run(problem: Problem, optimizer: Optimizer, *, batch_size: int, echo=1, n_ba
     w = np.zeros(d) if w0 is None else np.array(w0, dtype=np.float64)
     if w.shape != (d,) or not np.all(np.isfinite(w)):
         raise ValueError(f"w0 must be a finite array of shape ({d},)")
-    if schedule is not None and schedule.step_examples is not None:
+    if schedule.step_examples is not None:
         feed = _ExampleFeed(problem, schedule, lr, B, seed, dtype)
     else:
         feed = _BatchFeed(problem, K, lr, B, seed, dtype)
-    logs = log_points(log, feed.n_units)
+    by_step = log_unit == "step" and schedule.step_examples is None
+    # log positions: cumulative kernel work (steps when logging steps) at unit ends
+    cum = feed.steps_after(np.arange(feed.n_units + 1)) if by_step else np.arange(feed.n_units + 1)
+    logs = log_points(log, int(cum[-1]))
 
     from echosim.training.kernel import echo_chunk  # compiles on first use, not at import
 
@@ -219,18 +212,19 @@ def run(problem: Problem, optimizer: Optimizer, *, batch_size: int, echo=1, n_ba
         X, Y = feed.data(start, stop)
         rows = (_sub_batch_rows(optimizer, seed, feed.K, start, stop, B)
                 if isinstance(optimizer, EchoedSGD) else no_rows)
-        first_log, last_log = np.searchsorted(logs, [start + 1, stop + 1])
-        local = logs[first_log:last_log] - 1 - start
+        first_log, last_log = np.searchsorted(logs, [cum[start] + 1, cum[stop] + 1])
+        local = logs[first_log:last_log] - 1 - cum[start]
         status = echo_chunk(
             X, Y, feed.K[start:stop], feed.lr[start:stop], rows, optimizer.method, loss, float(problem.l2),
             float(momentum), float(optimizer.lam), w, w_prev, avg_sum, end_sum, counters,
-            local, log_w[first_log:last_log], log_avg[first_log:last_log], log_end[first_log:last_log])
+            local, by_step, log_w[first_log:last_log], log_avg[first_log:last_log], log_end[first_log:last_log])
         if status >= 0:
             diverged_unit = start + int(status) + 1
             break
 
-    n_ok = len(logs) if diverged_unit is None else int(np.searchsorted(logs, diverged_unit))
-    units = np.concatenate([[0], logs[:n_ok]])
+    n_ok = len(logs) if diverged_unit is None else int(np.searchsorted(logs, cum[diverged_unit]))
+    points = np.concatenate([[0], logs[:n_ok]])  # in log units: fresh batches, or steps
+    units = np.searchsorted(cum, points, side="left") if by_step else points  # kernel units begun
     W = np.vstack([w_start, log_w[:n_ok].astype(np.float64)])
     W_avg = np.vstack([w_start, log_avg[:n_ok]])
     W_end = np.vstack([w_start, log_end[:n_ok]])
@@ -240,15 +234,15 @@ def run(problem: Problem, optimizer: Optimizer, *, batch_size: int, echo=1, n_ba
     if not finite.all():
         n_keep = int(np.argmin(finite))
         diverged_unit = int(units[n_keep]) if diverged_unit is None else diverged_unit
-        units, W, W_avg = units[:n_keep], W[:n_keep], W_avg[:n_keep]
+        points, units, W, W_avg = points[:n_keep], units[:n_keep], W[:n_keep], W_avg[:n_keep]
         risks = [r[:n_keep] for r in risks]
-    steps = feed.steps_after(units)
+    steps = points if by_step else feed.steps_after(units)
     time = None
-    if schedule is not None:
+    if schedule.timed:
         step_end = np.asarray(schedule.step_end, dtype=np.float64)
         time = np.where(steps > 0, step_end[np.maximum(steps - 1, 0)], 0.0)
     info = dict(problem=repr(problem), optimizer=repr(optimizer), batch_size=B, n_batches=T,
-                echo=float(K.mean()), seed=seed, dtype=dtype.name)
+                echo=float(K.mean()), seed=seed, dtype=dtype.name, log_unit=log_unit)
     return Trajectory(
         batches=feed.batches_after(units), steps=steps, time=time,
         risk=risks[0], risk_avg=risks[1], risk_end_avg=risks[2],

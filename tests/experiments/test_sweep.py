@@ -78,7 +78,7 @@ def test_common_random_numbers_the_batch_cache_changes_nothing(tiny_conf):
     from echosim.training.problems import Logistic
 
     fresh = Logistic(**{k: v for k, v in spec.problem.items() if k != "kind"})  # no cache attached
-    schedule = simulate(build_pipeline(spec.pipeline), 60, seed=spec.pipeline_seed)
+    schedule = simulate(build_pipeline(spec.pipeline, spec.echo), 60, seed=spec.pipeline_seed)
     traj = run(fresh, build_optimizer(spec.optimizer), batch_size=8, echo=schedule, seed=spec.seed,
                log=np.arange(1, 61))
     np.testing.assert_array_equal(payload["curves"]["risk"], traj.risk)

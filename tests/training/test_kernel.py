@@ -25,7 +25,7 @@ def kernel_run(X, Y, K, lr, method="gd", loss="squared", l2=0.0, momentum="neste
         X.astype(dtype), Y.astype(dtype), np.asarray(K, dtype=np.int64), np.asarray(lr, dtype=np.float64),
         rows, METHODS[method], codes.LOSS_CODES[loss], float(l2),
         -1.0 if momentum == "nesterov" else float(momentum), float(lam),
-        *state, np.arange(T, dtype=np.int64), *logs)
+        *state, np.arange(T, dtype=np.int64), False, *logs)
     return status, logs, state
 
 

@@ -200,3 +200,43 @@ def test_example_echoing_schedule_matches_the_naive_twin_on_gathered_batches():
     np.testing.assert_array_equal(traj.time[1:], schedule.step_end)
     with pytest.raises(ValueError, match="batch_size"):
         run(LS, EchoedGD(0.2), batch_size=B + 1, echo=schedule)
+
+
+@pytest.mark.parametrize("optimizer, method", [(EchoedGD(0.2), "gd"), (EchoedNesterov(0.05), "nesterov")])
+def test_step_logging_gives_every_step_of_the_naive_twin(optimizer, method, monkeypatch):
+    monkeypatch.setattr(experiment, "CHUNK_BYTES", 1)  # step logs that straddle kernel calls
+    T, B, seed = 30, 8, 5
+    K = np.random.default_rng(seed).integers(1, 5, size=T)
+    traj = run(LS, optimizer, batch_size=B, echo=K, seed=seed, log="all", log_unit="step")
+    N = int(K.sum())
+    X, Y = LS.batches(seed, 0, T, B)
+    # these methods do not see batch boundaries: every step as its own batch is the same run
+    last, avg, _ = echoed_run(np.repeat(X, K, axis=0), np.repeat(Y, K, axis=0), np.ones(N, dtype=int),
+                              np.full(N, optimizer.lr), method=method, loss="squared")
+    np.testing.assert_array_equal(traj.steps, np.arange(N + 1))
+    began = np.concatenate([[0], np.repeat(np.arange(1, T + 1), K)])  # fresh batches begun by each step
+    np.testing.assert_array_equal(traj.batches, began)
+    np.testing.assert_allclose(traj.risk[1:], LS.excess_risk(last), rtol=1e-12)
+    np.testing.assert_allclose(traj.risk_avg[1:], LS.excess_risk(avg), rtol=1e-12)
+
+
+@pytest.mark.parametrize("optimizer", [EchoedGD(0.2), EchoedProx(0.2, lam=0.5), EchoedSGD(0.2, sub_batch=3),
+                                       EchoedNesterov(0.05)], ids=lambda o: type(o).__name__)
+def test_step_logs_at_batch_ends_are_the_batch_logs(optimizer):
+    pipe = echosim.Pipeline(echosim.Gamma(mean=3.0, cv=0.5), policy="greedy", max_echo=6)
+    schedule = echosim.simulate(pipe, n_batches=40, seed=2)
+    by_batch = run(LS, optimizer, batch_size=8, echo=schedule, seed=3, log="all")
+    by_step = run(LS, optimizer, batch_size=8, echo=schedule, seed=3, log="all", log_unit="step")
+    ends = np.searchsorted(by_step.steps, by_batch.steps)
+    for name in ("batches", "steps", "time", "risk", "risk_avg", "risk_end_avg"):
+        np.testing.assert_array_equal(getattr(by_step, name)[ends], getattr(by_batch, name), err_msg=name)
+    assert len(by_step) == schedule.n_steps + 1 and by_step.info["log_unit"] == "step"
+
+
+def test_a_number_or_array_of_k_goes_through_the_pipeline_layers_schedule():
+    a = run(LS, EchoedGD(0.1), batch_size=8, echo=3, n_batches=20, seed=1)
+    b = run(LS, EchoedGD(0.1), batch_size=8, echo=echosim.pipeline.echo_schedule(3, 20), seed=1)
+    np.testing.assert_array_equal(a.risk, b.risk)
+    assert a.time is None and b.time is None
+    with pytest.raises(ValueError, match="log_unit"):
+        run(LS, EchoedGD(0.1), batch_size=8, echo=3, n_batches=20, log_unit="epoch")
