@@ -39,7 +39,7 @@ def _cmd_sweep(args) -> int:
     out = args.out if args.out is not None else conf.default_out()
     workers = default_workers() if args.workers is None else args.workers
     if args.dry_run:
-        est = sweep.estimate(conf, out=out, workers=workers)
+        est = sweep.estimate(conf, out=out, workers=workers, store_dir=args.store)
         print(f"{conf.name} ({conf.source}): {conf.describe()}")
         print(f"output: {out} ({est['n_runs'] - est['n_pending']} of {est['n_runs']} runs already finished)")
         where = f"the Dask cluster at {args.scheduler}" if args.scheduler else f"{est['workers']} local worker(s)"
@@ -48,8 +48,9 @@ def _cmd_sweep(args) -> int:
         print(f"estimate: {est['method']}")
         return 0
     report = sweep.run_sweep(conf, out=out, workers=workers, scheduler=args.scheduler,
-                             progress=not args.quiet, on_done=_log_run if args.verbose else None)
-    how = f"Dask at {args.scheduler}" if args.scheduler else f"{report.workers} worker(s)"
+                             progress=not args.quiet, on_done=_log_run if args.verbose else None,
+                             store_dir=args.store)
+    how = f"Dask at {args.scheduler}" if args.scheduler else f"{report.workers} worker process(es)"
     print(f"{conf.name}: {report.n_runs} runs ({report.n_new} run now, {report.n_resumed} resumed) "
           f"in {report.elapsed:.1f} s on {how}; kernels ready in {report.compile_seconds:.1f} s")
     c = report.counts
@@ -379,7 +380,9 @@ def build_parser() -> argparse.ArgumentParser:
                         description="Run every run of a sweep config that has no result yet, merge the "
                         "results and print the tuned table.", epilog=_SWEEP_EXAMPLES, formatter_class=_Formatter)
     sw.add_argument("config", nargs="?", help="TOML config (default: the embedded Figure-2-style sweep)")
-    sw.add_argument("--out", help="results directory (default: echosim-results/<name>-<config hash>)")
+    sw.add_argument("--out", help="the sweep's tables (default: echosim-results/<name>-<config hash>)")
+    sw.add_argument("--store", help="where finished runs are kept and reused by any sweep "
+                    "(default: $ECHOSIM_STORE or echosim-results/store)")
     sw.add_argument("--workers", type=_positive_int, help="local worker processes (default: all cores)")
     sw.add_argument("--scheduler", metavar="ADDRESS", help="run on an existing Dask distributed cluster")
     sw.add_argument("--dry-run", action="store_true", help="print the number of runs and an estimated time")

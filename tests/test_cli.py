@@ -33,9 +33,15 @@ def tiny(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def swept(tiny, tmp_path_factory):
+def cli_store(tmp_path_factory):
+    return tmp_path_factory.mktemp("cli-store")
+
+
+@pytest.fixture(scope="module")
+def swept(tiny, cli_store, tmp_path_factory):
     out = tmp_path_factory.mktemp("out")
-    rc = main(["sweep", str(tiny), "--out", str(out), "--workers", "1", "--quiet", "--no-plot"])
+    rc = main(["sweep", str(tiny), "--out", str(out), "--store", str(cli_store), "--workers", "1", "--quiet",
+               "--no-plot"])
     assert rc == 0
     return out
 
@@ -59,8 +65,9 @@ def call(argv):
         return exc.code
 
 
-def test_sweep_prints_the_tuned_table_and_resumes(tiny, swept, capsys):
-    rc = main(["sweep", str(tiny), "--out", str(swept), "--workers", "2", "--quiet", "--no-plot"])
+def test_sweep_prints_the_tuned_table_and_resumes(tiny, swept, cli_store, capsys):
+    rc = main(["sweep", str(tiny), "--out", str(swept), "--store", str(cli_store), "--workers", "2", "--quiet",
+               "--no-plot"])
     out = capsys.readouterr().out
     assert rc == 0
     assert "0 run now, 12 resumed" in out

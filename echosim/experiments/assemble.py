@@ -116,12 +116,6 @@ def execute_run(spec) -> dict:
     return {"summary": row, "curves": curves}
 
 
-def _execute_and_write(spec, out) -> dict:
-    payload = execute_run(spec)
-    store.write_run(out, payload)
-    return payload
-
-
 # --------------------------------------------------------------------------- warm-up
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from echosim._version import __version__
 from echosim.experiments.schema import SCHEMA
 from echosim.pipeline.model import ECHO_POLICIES
 
@@ -83,6 +84,7 @@ class RunSpec:
         """The dict whose hash is the run id."""
         return {
             "schema": SCHEMA,
+            "version": __version__,
             "problem": self.problem,
             "optimizer": self.optimizer,
             "pipeline": self.pipeline,

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import sys
 import time
+from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,7 +27,8 @@ import numpy as np
 from echosim.experiments import store
 from echosim.experiments.assemble import _log_every, execute_run, warm_up
 from echosim.pipeline.schedule import mean_batch_time
-from echosim.experiments.executors import Progress, _run_dask, _run_local, _run_serial, default_workers
+from echosim.experiments import executors
+from echosim.experiments.executors import Progress, default_workers
 from echosim.experiments.specs import SweepConfig, build_pipeline, build_problem
 
 __all__ = ["run_sweep", "estimate", "SweepReport"]
@@ -61,20 +63,39 @@ class SweepReport:
         return self._curves_df
 
 
+FLUSH_RUNS = 64
+"""Finished runs written to the store together, as one pack (fewer, larger files)."""
+FLUSH_SECONDS = 2.0
+"""...or after this long, whichever comes first: a crash loses at most this much work."""
+
+
 def _prepare_out(config: SweepConfig, out: Path) -> str:
-    """Create `out`; say so if it held another config's results (their shards are reused)."""
+    """Create `out`; say so if it held another config's tables (they are replaced)."""
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out {str(out)!r} is a file, not a directory")
     out.mkdir(parents=True, exist_ok=True)
-    note = ""
     old = store.read_manifest(out)
     if old and old.get("config_hash") != config.config_hash:
-        note = (f"note: {out} held the results of another config ({old.get('name')}, "
-                f"{str(old.get('config_hash'))[:10]}); its shards are kept and reused where run ids match, "
-                "its merged tables are replaced")
-    store.clean_temp(out)
-    return note
+        return (f"note: {out} held the tables of another config ({old.get('name')}, "
+                f"{str(old.get('config_hash'))[:10]}); they are replaced (its runs stay in the store)")
+    return ""
 
 
-def _manifest(config: SweepConfig, counts: dict, complete: bool) -> dict:
+@contextmanager
+def _locked(out: Path):
+    """Hold `out` for this sweep; a second sweep on the same directory is told it is busy."""
+    import fcntl
+
+    with open(out / ".lock", "w") as f:
+        try:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise ValueError(f"--out {str(out)!r} is in use by another sweep; wait for it or choose "
+                             "another --out (finished runs are shared through the store either way)") from None
+        yield
+
+
+def _manifest(config: SweepConfig, results: store.Store, counts: dict, complete: bool) -> dict:
     return {
         "schema": store.RESULTS_SCHEMA,
         "name": config.name,
@@ -84,6 +105,7 @@ def _manifest(config: SweepConfig, counts: dict, complete: bool) -> dict:
         "config_text": config.text,
         "settings": config.settings,
         "axes": list(config.axes),
+        "store": str(results.root.resolve()),
         "n_runs": len(config.runs),
         "run_ids": [r.run_id for r in config.runs],
         "counts": counts,
@@ -93,18 +115,20 @@ def _manifest(config: SweepConfig, counts: dict, complete: bool) -> dict:
 
 
 def run_sweep(config: SweepConfig, out=None, *, workers: int | None = None, scheduler: str | None = None,
-              progress: bool = True, stream=None, on_done=None) -> SweepReport:
-    """Run every unfinished run of `config`, then merge all of them.
+              progress: bool = True, stream=None, on_done=None, store_dir=None) -> SweepReport:
+    """Run every run of `config` that the store does not hold yet, then merge all of them.
 
     Parameters
     ----------
     config : a validated `SweepConfig` (see `echosim.experiments.config.load_config`).
-    out : results directory (default ``config.default_out()``, derived from the
-        config's hash, so another config never lands in it by default).
+    out : the sweep's directory for its tables (default ``config.default_out()``,
+        derived from the config's hash, so another config never lands in it by default).
     workers : local worker processes (default: all cores; 1 runs in this process).
     scheduler : address of a Dask distributed scheduler; runs go there instead.
     progress : show progress on `stream` (default stderr).
-    on_done : called with each finished run's payload, as it is written.
+    on_done : called with each finished run's payload once it is stored.
+    store_dir : the run store (default `echosim.experiments.store.default_store`):
+        any run it holds, whichever sweep computed it, is reused, not recomputed.
     """
     t0 = time.perf_counter()
     stream = stream if stream is not None else sys.stderr
@@ -112,39 +136,71 @@ def run_sweep(config: SweepConfig, out=None, *, workers: int | None = None, sche
     workers = default_workers() if workers is None else int(workers)
     if workers < 1:
         raise ValueError(f"workers must be an integer >= 1, got {workers}")
+    results = store.Store(store_dir)
     note = _prepare_out(config, out)
-    if note and progress:
-        print(note, file=stream)
-    done = store.finished_ids(out)
-    pending = [r for r in config.runs if r.run_id not in done]
-    store.write_manifest(out, _manifest(config, {"pending": len(pending)}, complete=False))
-    payloads: dict = {}
-    compile_s = 0.0
-    # runs that share their fresh batches (same data seed) run back to back, so each
-    # worker's batch cache serves them, and the biggest batches go first, so the last
-    # runs to finish are short ones; the order changes no result
-    pending.sort(key=lambda r: (-r.optimizer["batch_size"] * r.run.get("n_batches", 1), r.seed, r.run_id))
-    if pending:
-        compile_s = warm_up(config) if scheduler is None else 0.0
-        bar = Progress(len(pending), stream=stream, enabled=progress)
-        on_done = on_done or (lambda payload: None)
-        if scheduler is not None:
-            _run_dask(pending, out, scheduler, bar, payloads, on_done)
-        elif workers == 1 or len(pending) == 1:
-            _run_serial(pending, out, bar, payloads, on_done)
-        else:
-            _run_local(pending, out, min(workers, len(pending)), bar, payloads, on_done)
-    merged = store.merge(out, [r.run_id for r in config.runs], config.settings, payloads=payloads,
-                           curves_as="arrow")
-    counts = {s: int((merged.summary["status"] == s).sum()) if len(merged.summary) else 0
-              for s in ("ok", "diverged", "failed")}
-    counts["missing"] = len(config.runs) - sum(counts.values())
-    complete = counts["failed"] == 0 and counts["missing"] == 0
-    store.write_manifest(out, _manifest(config, counts, complete=complete))
+    with _locked(out):
+        results.clean_temp()
+        done = results.finished()
+        if results.quarantined and progress:
+            print(f"note: moved {len(results.quarantined)} unreadable pack(s) to {results.root / store.QUARANTINE}; "
+                  "their runs are computed again", file=stream)
+        if note and progress:
+            print(note, file=stream)
+        pending = [r for r in config.runs if r.run_id not in done]
+        store.write_manifest(out, _manifest(config, results, {"pending": len(pending)}, complete=False))
+        payloads: dict = {}
+        compile_s = 0.0
+        used = 0
+        # runs that share their fresh batches (same data seed) run back to back, so each
+        # worker's batch cache serves them, and the biggest batches go first, so the last
+        # runs to finish are short ones; the order changes no result
+        pending.sort(key=lambda r: (-r.optimizer["batch_size"] * r.run.get("n_batches", 1), r.seed, r.run_id))
+        if pending:
+            compile_s = warm_up(config) if scheduler is None else 0.0
+            used = 0 if scheduler is not None else min(workers, len(pending))
+            if scheduler is not None:
+                finished = executors.dask(pending, scheduler)
+            elif used == 1:
+                finished = executors.serial(pending)
+            else:
+                finished = executors.local(pending, used)
+            _record(finished, results, payloads, Progress(len(pending), stream=stream, enabled=progress),
+                    on_done or (lambda payload: None))
+        merged = store.merge(out, [r.run_id for r in config.runs], config.settings, payloads=payloads,
+                             curves_as="arrow", store=results)
+        counts = {s: int((merged.summary["status"] == s).sum()) if len(merged.summary) else 0
+                  for s in ("ok", "diverged", "failed")}
+        counts["missing"] = len(config.runs) - sum(counts.values())
+        complete = counts["failed"] == 0 and counts["missing"] == 0
+        store.write_manifest(out, _manifest(config, results, counts, complete=complete))
     return SweepReport(out=out, n_runs=len(config.runs), n_new=len(pending), n_resumed=len(config.runs) - len(pending),
                        counts=counts, elapsed=time.perf_counter() - t0, compile_seconds=compile_s,
-                       workers=workers, scheduler=scheduler, summary=merged.summary, tuned=merged.tuned,
+                       workers=used, scheduler=scheduler, summary=merged.summary, tuned=merged.tuned,
                        curves_table=merged.curves, note=note)
+
+
+def _record(finished, results: store.Store, payloads: dict, bar: Progress, on_done) -> None:
+    """Store each payload as it finishes, in packs; on any exit, store what is finished."""
+    last = time.perf_counter()
+
+    def flush():
+        for payload in results.flush():
+            on_done(payload)
+
+    try:
+        with closing(finished):
+            for payload in finished:
+                payloads[payload["summary"]["run_id"]] = payload
+                results.add(payload)
+                if payload["summary"]["status"] == "failed":
+                    on_done(payload)
+                bar.update()
+                if results.pending >= FLUSH_RUNS or time.perf_counter() - last >= FLUSH_SECONDS:
+                    flush()
+                    last = time.perf_counter()
+    finally:
+        bar.close()
+        flush()
 
 
 # --------------------------------------------------------------------------- estimate
@@ -170,19 +226,19 @@ def _cost_units(spec) -> float:
     return T * B * d * (1 + 2 * K) + points * risk_cost + 20_000
 
 
-def estimate(config: SweepConfig, out=None, workers: int | None = None) -> dict:
+def estimate(config: SweepConfig, out=None, workers: int | None = None, store_dir=None) -> dict:
     """Predicted wall time of the runs still to do.
 
     Method: a cost model in T·B·d·(1 + 2K) plus per-logged-point and per-run terms,
     calibrated by timing shortened copies (at most 200 fresh batches) of the grid's
-    cheapest and most expensive runs; compile time is measured separately. Runs with a
-    shard under `out` are not counted.
+    cheapest and most expensive runs; compile time is measured separately. Runs the
+    store already holds are not counted.
     """
     import dataclasses
 
     workers = default_workers() if workers is None else int(workers)
     out = Path(out) if out is not None else config.default_out()
-    done = store.finished_ids(out)
+    done = store.Store(store_dir).finished()
     pending = [r for r in config.runs if r.run_id not in done]
     compile_s = warm_up(config)
     if not pending:
