@@ -35,7 +35,7 @@ def _cmd_sweep(args) -> int:
     from echosim.experiments import sweep
     from echosim.experiments.executors import default_workers
 
-    conf = cfg.load_config(args.config, overrides=args.set or ())
+    conf = cfg.load_config(args.config, overrides=args.set or (), quick=args.quick)
     out = args.out if args.out is not None else conf.default_out()
     workers = default_workers() if args.workers is None else args.workers
     if args.dry_run:
@@ -388,6 +388,7 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("--dry-run", action="store_true", help="print the number of runs and an estimated time")
     sw.add_argument("--set", action="append", metavar="KEY=VALUE",
                     help="override a config key (TOML value), e.g. optimizer.echo=[1,2]; repeatable")
+    sw.add_argument("--quick", action="store_true", help="apply the config's [quick] table: a small variant")
     sw.add_argument("--no-plot", action="store_true", help="do not write the figures")
     sw.add_argument("--quiet", action="store_true", help="no progress output")
     sw.add_argument("--verbose", action="store_true",

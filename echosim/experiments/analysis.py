@@ -75,8 +75,8 @@ def convergence_index(loss, threshold: float, window: int = 10) -> int:
 
 
 def convergence(curve: Mapping[str, np.ndarray], F_star: float, *, rtol: float | None = 0.01,
-                atol: float | None = None, window: int = 10, iterate: str = "last",
-                status: str = "ok") -> dict:
+                atol: float | None = None, fraction: float | None = None, window: int = 10,
+                iterate: str = "last", status: str = "ok") -> dict:
     """Convergence time of one run in every unit.
 
     Parameters
@@ -84,7 +84,8 @@ def convergence(curve: Mapping[str, np.ndarray], F_star: float, *, rtol: float |
     curve : mapping with arrays ``batches``, ``steps``, ``samples``, ``time`` (NaN
         without a pipeline) and the excess risks ``risk``, ``risk_avg``, ``risk_end_avg``.
     F_star : F*, so that loss = excess risk + F*.
-    rtol, atol : the target (one of them).
+    rtol, atol, fraction : the target (one of them): loss ≤ (1 + rtol)·F*, excess risk
+        ≤ atol, or excess risk ≤ fraction × the excess risk at the first logged point (w₀).
     window : trailing-mean window in logged points.
     iterate : "last", "avg" or "end_avg".
     status : the run's status; anything but "ok" (diverged, failed) never converges.
@@ -97,6 +98,12 @@ def convergence(curve: Mapping[str, np.ndarray], F_star: float, *, rtol: float |
     """
     if iterate not in ITERATES:
         raise ValueError(f"iterate must be one of {', '.join(map(repr, ITERATES))}, got {iterate!r}")
+    if fraction is not None:
+        start = np.asarray(curve[ITERATES[iterate]], dtype=np.float64)
+        rtol, atol = None, float(fraction) * float(start[0]) if start.size else math.inf
+        if not (math.isfinite(atol) and atol > 0):
+            return {"converged": False, "conv_index": -1, "conv_batches": math.inf, "conv_steps": math.inf,
+                    "conv_samples": math.inf, "conv_time": math.nan}
     threshold = loss_threshold(F_star, rtol, atol)
     idx = -1
     if status == "ok" and len(curve["batches"]):

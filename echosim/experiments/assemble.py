@@ -42,6 +42,16 @@ def schedule_of(spec):
     return schedule, {f"schedule.{k}": v for k, v in full.summary().items()}
 
 
+def _log_at(spec_run: dict, n: int) -> np.ndarray:
+    """Log positions 1..n (in fresh batches, or steps): every m-th, or log-spaced points."""
+    from echosim.training.runner import log_points
+
+    if "log_points" in spec_run:
+        return log_points(int(spec_run["log_points"]), n)
+    every = _log_every(spec_run, n)
+    return np.arange(every, n + 1, every, dtype=np.int64)
+
+
 def _simulate_run(spec) -> tuple[dict, dict]:
     from echosim.training.runner import run
 
@@ -49,13 +59,15 @@ def _simulate_run(spec) -> tuple[dict, dict]:
     optimizer = build_optimizer(spec.optimizer)
     B = spec.optimizer["batch_size"]
     schedule, info = schedule_of(spec)
+    if "max_steps" in spec.run and schedule.n_steps > spec.run["max_steps"]:
+        schedule = schedule.first_steps(spec.run["max_steps"])
     T = schedule.n_batches
-    # log points are in fresh batches, or in steps under example echoing (run()'s unit)
-    units = schedule.n_steps if schedule.step_examples is not None else T
-    every = _log_every(spec.run, units)
-    logs = np.arange(every, units + 1, every, dtype=np.int64)
+    log_unit = spec.run.get("log_unit", "batch")
+    # log points are in fresh batches, or in steps (asked for, or under example echoing)
+    by_step = log_unit == "step" or schedule.step_examples is not None
     traj = run(problem, optimizer, batch_size=B, echo=schedule, seed=spec.seed,
-               dtype=spec.run.get("dtype", "float64"), log=logs)
+               dtype=spec.run.get("dtype", "float64"), log=_log_at(spec.run, schedule.n_steps if by_step else T),
+               log_unit=log_unit)
     steps = np.asarray(traj.steps, dtype=np.int64)
     t = np.full(len(steps), np.nan) if traj.time is None else np.asarray(traj.time, dtype=np.float64)
     n_steps = schedule.n_steps

@@ -89,7 +89,7 @@ class Field:
         if self.kind == "service":
             return 'a number > 0 or a table like {kind = "gamma", mean = 8, cv = 0.5}'
         if self.kind == "lr":
-            return ('a number >= 0, a list of them, "paper", or a table '
+            return ('a number >= 0, a list of them, "paper", "theory" (the bound\'s own step size), or a table '
                     "{start, stop, per_decade} or {start, stop, num}")
         if self.kind == "momentum":
             return "'nesterov' or a number in [0, 1)"
@@ -212,10 +212,16 @@ FIELDS: dict[str, dict[str, Field]] = {
         "repetitions": Field("int", 1, lo=1, grid=False, doc="seeds per setting"),
         "n_batches": Field("int", lo=1, doc="fresh batches T per run"),
         "time_budget": Field("float", lo=0, lo_open=True, doc="simulated wall-clock per run"),
-        "log_every": Field("log_every", "auto", doc="log every n fresh batches"),
+        "log_every": Field("log_every", "auto", doc="log every n units (fresh batches, or steps)"),
+        "log_points": Field("int", lo=1, doc="log at n log-spaced points instead (with the last)"),
+        "log_unit": Field("choice", "batch", choices=("batch", "step"),
+                          doc="log after fresh batches or after every optimizer step"),
+        "max_steps": Field("int", lo=1, doc="stop after this many optimizer steps (a per-run step budget)"),
         "dtype": Field("choice", "float64", choices=("float64", "float32")),
         "rtol": Field("float", lo=0, lo_open=True, grid=False, doc="target: loss <= (1 + rtol) F*"),
         "atol": Field("float", lo=0, lo_open=True, grid=False, doc="target: loss - F* <= atol"),
+        "fraction": Field("float", lo=0, lo_open=True, hi=1, hi_open=True, grid=False,
+                          doc="target: loss - F* <= fraction·(F(w0) - F*)"),
         "window": Field("int", 10, lo=1, grid=False, doc="trailing-mean window, logged points"),
         "iterate": Field("choice", "last", choices=("last", "avg", "end_avg"), grid=False),
         "tune_by": Field("choice", "batches", choices=("batches", "steps", "samples", "time"), grid=False),
@@ -226,8 +232,10 @@ _PROBLEM_DEFAULTS = {
     "logistic": {"design": "sphere", "w_star_norm": 2.0},
     "least_squares": {"design": "gaussian", "w_star_norm": 1.0},
 }
-_RUN_KEYS = ("n_batches", "time_budget", "log_every", "dtype")
-_SETTING_KEYS = ("name", "seed", "repetitions", "rtol", "atol", "window", "iterate", "tune_by")
+_RUN_KEYS = ("n_batches", "time_budget", "log_every", "log_points", "log_unit", "max_steps", "dtype")
+_SETTING_KEYS = ("name", "seed", "repetitions", "rtol", "atol", "fraction", "window", "iterate", "tune_by")
+TARGETS = ("rtol", "atol", "fraction")
+"""The three ways to state the target; a config gives one (default rtol = 0.01)."""
 
 
 def _show(v) -> str:

@@ -337,7 +337,8 @@ def _analysis(row: dict, curves: dict | None, settings: dict) -> dict:
         return {"converged": False, "conv_index": -1, "conv_batches": math.inf, "conv_steps": math.inf,
                 "conv_samples": math.inf, "conv_time": math.inf if has_time else math.nan}
     return convergence(curves, F_star, rtol=settings.get("rtol"), atol=settings.get("atol"),
-                       window=settings["window"], iterate=settings["iterate"], status=status)
+                       fraction=settings.get("fraction"), window=settings["window"],
+                       iterate=settings["iterate"], status=status)
 
 
 def merge(out, run_ids, settings: dict, payloads: dict | None = None, write: bool = True,
@@ -375,6 +376,7 @@ def merge(out, run_ids, settings: dict, payloads: dict | None = None, write: boo
         row.update(_analysis(row, curves, settings))
         row["target.rtol"] = math.nan if settings.get("rtol") is None else float(settings["rtol"])
         row["target.atol"] = math.nan if settings.get("atol") is None else float(settings["atol"])
+        row["target.fraction"] = math.nan if settings.get("fraction") is None else float(settings["fraction"])
         row["target.window"] = int(settings["window"])
         row["target.iterate"] = settings["iterate"]
         rows.append(row)

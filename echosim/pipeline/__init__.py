@@ -23,7 +23,7 @@ from echosim.pipeline.service_times import (
 from echosim.pipeline.traces import Fit, Trace, fit_service_times
 
 __all__ = [
-    "Pipeline", "Schedule", "simulate", "simulate_until", "simulate_with_times", "echo_schedule", "check_echo", "POLICIES", "DELIVERIES", "BLOCKING",
+    "Pipeline", "Schedule", "simulate", "simulate_until", "simulate_with_times", "echo_schedule", "check_echo", "ECHO_POLICIES", "POLICIES", "DELIVERIES", "BLOCKING",
     "ServiceTime", "Deterministic", "Exponential", "Gamma", "LogNormal", "Pareto", "Stall", "Trace",
     "FAMILIES", "as_service_time", "service_time_from_dict", "profile", "Fit", "fit_service_times",
 ]

@@ -99,10 +99,16 @@ class Schedule:
         return float(self.step_end[-1]) if self.n_steps else 0.0
 
     def first_steps(self, n: int) -> Schedule:
-        """The first `n` steps of a simulated schedule, with the fresh batches they use."""
-        if not self.timed:
-            raise ValueError("first_steps needs a simulated schedule (one with a clock)")
+        """The first `n` steps, with the fresh batches they use (the last one possibly cut short)."""
         n = _int_field("n", n, 1)
+        if n >= self.n_steps:
+            return self
+        if not self.timed:
+            cum = np.cumsum(self.steps_per_batch)
+            used = int(np.searchsorted(cum, n)) + 1  # the batch that holds step n
+            spb = self.steps_per_batch[:used].copy()
+            spb[-1] -= int(cum[used - 1]) - n
+            return Schedule(steps_per_batch=spb)
         used = int(self.step_batch[n - 1]) + 1
         spb = np.bincount(self.step_batch[:n], minlength=used).astype(np.int64)
         ex = None if self.step_examples is None else self.step_examples[:n]
