@@ -170,17 +170,23 @@ def _cmd_figures(args) -> int:
     from echosim.plots.figures import make_figures
 
     only = [n.strip() for n in args.only.split(",") if n.strip()] if args.only else None
-    files = make_figures(out_dir=args.out, quick=args.quick, only=only, workers=args.workers)
-    for path in files.values():
+    written, failed = make_figures(out_dir=args.out, quick=args.quick, only=only, workers=args.workers,
+                                   store_dir=args.store, docs=args.docs, progress=not args.quiet)
+    for path in written.values():
         print(path)
-    return 0
+    for name, reason in failed.items():
+        print(f"echosim figures: {name}: {reason}", file=sys.stderr)
+    return EXIT_BAD_INPUT if failed else 0
 
 
 _FIGURES_EXAMPLES = """\
 examples:
-  python -m echosim figures                      # every docs figure into docs/figures (~3 min on 2 cores)
-  python -m echosim figures --quick --out /tmp/f # tiny settings, for CI (~15 s)
-  python -m echosim figures --only speedup_vs_R,greedy_vs_fixed"""
+  python -m echosim figures                       # every docs figure, tables and PNGs in echosim-results/figures
+  python -m echosim figures --quick --out /tmp/f  # the small [quick] variants (CI, previews)
+  python -m echosim figures --only speedup_vs_R,greedy_vs_fixed
+  python -m echosim figures --docs                # maintainers: also rewrite docs/figures/*.png
+Each figure is a sweep (echosim/plots/figure_configs/<name>.toml): finished runs are
+reused from the run store, so running it again recomputes nothing."""
 
 
 # --------------------------------------------------------------------------- bounds
@@ -417,13 +423,17 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("--format", default="png,pdf", help="comma-separated: png, pdf, svg (default png,pdf)")
     pl.set_defaults(func=_cmd_plot)
 
-    fg = sub.add_parser("figures", help="(re)generate every docs figure from the configs kept in the repo",
-                        description="Make the figures of docs/figures.md from echosim/plots/figure_configs/*.toml, "
-                        "offline.", epilog=_FIGURES_EXAMPLES, formatter_class=_Formatter)
-    fg.add_argument("--out", default="docs/figures", help="output directory (default: docs/figures)")
-    fg.add_argument("--quick", action="store_true", help="tiny settings (for CI): well under a minute")
+    fg = sub.add_parser("figures", help="make every docs figure: each is a sweep config plus a view",
+                        description="Run each figure's sweep (echosim/plots/figure_configs/*.toml), reusing "
+                        "finished runs from the store, and draw it.", epilog=_FIGURES_EXAMPLES,
+                        formatter_class=_Formatter)
+    fg.add_argument("--out", help="tables and PNGs (default: echosim-results/figures)")
+    fg.add_argument("--quick", action="store_true", help="each config's [quick] variant: small, for CI")
     fg.add_argument("--only", help="comma-separated figure names (default: all)")
-    fg.add_argument("--workers", type=_positive_int, help="processes for the heavy figure (default: 2)")
+    fg.add_argument("--workers", type=_positive_int, help="local worker processes (default: all cores)")
+    fg.add_argument("--store", help="the run store (default: $ECHOSIM_STORE or echosim-results/store)")
+    fg.add_argument("--docs", action="store_true", help="also write docs/figures/*.png (maintainers)")
+    fg.add_argument("--quiet", action="store_true", help="no progress output")
     fg.set_defaults(func=_cmd_figures)
 
     bd = sub.add_parser("bounds", help="evaluate a theory function, e.g. echoed_gd_bound",

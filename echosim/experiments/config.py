@@ -328,7 +328,7 @@ def _resolve(point, labels, usage, caches) -> dict:
     if pkey not in caches["problem"]:
         try:
             caches["problem"][pkey] = build_problem(problem)
-        except ValueError as exc:
+        except (ValueError, ImportError) as exc:  # ImportError: an optional dependency (extra) is missing
             where = ", ".join(sorted({lab(p) for p in point if p.startswith("problem.")}))
             raise ConfigError(f"problem ({where}): {exc}") from None
     problem_obj = caches["problem"][pkey]
@@ -384,7 +384,7 @@ def _resolve(point, labels, usage, caches) -> dict:
         raise ConfigError(f"{lab('optimizer.sub_batch')}: sub_batch ({optimizer['sub_batch']}) exceeds "
                           f"{lab('optimizer.batch_size')} ({optimizer['batch_size']}) when sampling without replacement")
     try:
-        build_optimizer(optimizer)
+        build_optimizer(dict(optimizer, lr=0.0) if optimizer["lr"] == "theory" else optimizer)
     except ValueError as exc:
         where = ", ".join(sorted({lab(p) for p in point if p.startswith("optimizer.")}))
         raise ConfigError(f"optimizer ({where}): {exc}") from None
