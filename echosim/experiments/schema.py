@@ -223,6 +223,11 @@ FIELDS: dict[str, dict[str, Field]] = {
         "fraction": Field("float", lo=0, lo_open=True, hi=1, hi_open=True, grid=False,
                           doc="target: loss - F* <= fraction·(F(w0) - F*)"),
         "window": Field("int", 10, lo=1, grid=False, doc="trailing-mean window, logged points"),
+        "rule": Field("choice", "stable", choices=("stable", "first"), grid=False,
+                      doc="converged where the trailing mean enters the target band and stays in it for the "
+                          "rest of the budget ('stable'), or where it first enters ('first', the paper's rule)"),
+        "lr_extend": Field("int", 8, lo=0, grid=False,
+                           doc="rounds of extending the lr grid past an edge where the tuned lr sits"),
         "iterate": Field("choice", "last", choices=("last", "avg", "end_avg"), grid=False),
         "tune_by": Field("choice", "batches", choices=("batches", "steps", "samples", "time"), grid=False),
     },
@@ -233,7 +238,8 @@ _PROBLEM_DEFAULTS = {
     "least_squares": {"design": "gaussian", "w_star_norm": 1.0},
 }
 _RUN_KEYS = ("n_batches", "time_budget", "log_every", "log_points", "log_unit", "max_steps", "dtype")
-_SETTING_KEYS = ("name", "seed", "repetitions", "rtol", "atol", "fraction", "window", "iterate", "tune_by")
+_SETTING_KEYS = ("name", "seed", "repetitions", "rtol", "atol", "fraction", "window", "rule", "iterate", "tune_by",
+                 "lr_extend")
 TARGETS = ("rtol", "atol", "fraction")
 """The three ways to state the target; a config gives one (default rtol = 0.01)."""
 

@@ -4,6 +4,7 @@ turn it into Problem, Optimizer and Pipeline objects."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from dataclasses import dataclass, field
@@ -16,8 +17,8 @@ from echosim._version import __version__
 from echosim.experiments.schema import SCHEMA
 from echosim.pipeline.model import ECHO_POLICIES
 
-__all__ = ["RunSpec", "SweepConfig", "canonical_json", "stable_hash", "build_problem", "build_optimizer",
-           "build_pipeline"]
+__all__ = ["RunSpec", "SweepConfig", "canonical_json", "stable_hash", "with_lr", "build_problem",
+           "build_optimizer", "build_pipeline"]
 
 
 # --------------------------------------------------------------------------- hashing
@@ -153,6 +154,13 @@ class SweepConfig:
 def _slug(s: str) -> str:
     out = "".join(c if c.isalnum() or c in "-_." else "-" for c in s).strip("-.")
     return out or "sweep"
+
+
+def with_lr(spec: RunSpec, lr: float) -> RunSpec:
+    """`spec` at another learning rate: the same data and loader seeds, a new run id."""
+    new = dataclasses.replace(spec, optimizer=dict(spec.optimizer, lr=float(lr)), run_id="")
+    object.__setattr__(new, "run_id", stable_hash(new.resolved(), 16))
+    return new
 
 
 # --------------------------------------------------------------------------- builders

@@ -338,7 +338,7 @@ def _analysis(row: dict, curves: dict | None, settings: dict) -> dict:
                 "conv_samples": math.inf, "conv_time": math.inf if has_time else math.nan}
     return convergence(curves, F_star, rtol=settings.get("rtol"), atol=settings.get("atol"),
                        fraction=settings.get("fraction"), window=settings["window"],
-                       iterate=settings["iterate"], status=status)
+                       iterate=settings["iterate"], status=status, rule=settings.get("rule", "first"))
 
 
 def merge(out, run_ids, settings: dict, payloads: dict | None = None, write: bool = True,
@@ -378,6 +378,7 @@ def merge(out, run_ids, settings: dict, payloads: dict | None = None, write: boo
         row["target.atol"] = math.nan if settings.get("atol") is None else float(settings["atol"])
         row["target.fraction"] = math.nan if settings.get("fraction") is None else float(settings["fraction"])
         row["target.window"] = int(settings["window"])
+        row["target.rule"] = settings.get("rule", "first")
         row["target.iterate"] = settings["iterate"]
         rows.append(row)
         if curves is not None and summary.get("status") != "failed":

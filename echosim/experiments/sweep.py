@@ -16,6 +16,7 @@ Exceptions become a "failed" payload carrying the error, never a result.
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 from contextlib import closing, contextmanager
@@ -95,7 +96,7 @@ def _locked(out: Path):
         yield
 
 
-def _manifest(config: SweepConfig, results: store.Store, counts: dict, complete: bool) -> dict:
+def _manifest(config: SweepConfig, results: store.Store, runs, counts: dict, complete: bool) -> dict:
     return {
         "schema": store.RESULTS_SCHEMA,
         "name": config.name,
@@ -106,8 +107,8 @@ def _manifest(config: SweepConfig, results: store.Store, counts: dict, complete:
         "settings": config.settings,
         "axes": list(config.axes),
         "store": str(results.root.resolve()),
-        "n_runs": len(config.runs),
-        "run_ids": [r.run_id for r in config.runs],
+        "n_runs": len(runs),
+        "run_ids": [r.run_id for r in runs],
         "counts": counts,
         "complete": complete,
         "provenance": store.provenance(),
@@ -146,18 +147,23 @@ def run_sweep(config: SweepConfig, out=None, *, workers: int | None = None, sche
                   "their runs are computed again", file=stream)
         if note and progress:
             print(note, file=stream)
-        pending = [r for r in config.runs if r.run_id not in done]
-        store.write_manifest(out, _manifest(config, results, {"pending": len(pending)}, complete=False))
+        runs = list(config.runs)
+        store.write_manifest(out, _manifest(config, results, runs, {"pending": len(runs)}, complete=False))
         payloads: dict = {}
-        compile_s = 0.0
-        used = 0
-        # runs that share their fresh batches (same data seed) run back to back, so each
-        # worker's batch cache serves them, and the biggest batches go first, so the last
-        # runs to finish are short ones; the order changes no result
-        pending.sort(key=lambda r: (-r.optimizer["batch_size"] * r.run.get("n_batches", 1), r.seed, r.run_id))
-        if pending:
-            compile_s = warm_up(config) if scheduler is None else 0.0
+        counter = {"new": 0, "compile": 0.0, "workers": 0}
+
+        def execute(specs):
+            pending = [r for r in specs if r.run_id not in done and r.run_id not in payloads]
+            # runs that share their fresh batches (same data seed) run back to back, so each
+            # worker's batch cache serves them, and the biggest batches go first, so the last
+            # runs to finish are short ones; the order changes no result
+            pending.sort(key=lambda r: (-r.optimizer["batch_size"] * r.run.get("n_batches", 1), r.seed, r.run_id))
+            if not pending:
+                return
+            if not counter["new"]:
+                counter["compile"] = warm_up(config) if scheduler is None else 0.0
             used = 0 if scheduler is not None else min(workers, len(pending))
+            counter["workers"] = max(counter["workers"], used)
             if scheduler is not None:
                 finished = executors.dask(pending, scheduler)
             elif used == 1:
@@ -166,17 +172,80 @@ def run_sweep(config: SweepConfig, out=None, *, workers: int | None = None, sche
                 finished = executors.local(pending, used)
             _record(finished, results, payloads, Progress(len(pending), stream=stream, enabled=progress),
                     on_done or (lambda payload: None))
-        merged = store.merge(out, [r.run_id for r in config.runs], config.settings, payloads=payloads,
+            counter["new"] += len(pending)
+
+        execute(runs)
+        for round_no in range(config.settings.get("lr_extend", 0)):
+            tuned = store.merge(out, [r.run_id for r in runs], config.settings, payloads=payloads, write=False,
+                                curves_as=None, store=results).tuned
+            more = lr_extensions(runs, tuned, config.settings)
+            if not more:
+                break
+            if progress:
+                print(f"extending the lr grid past its edge for {len(more)} run(s) (round {round_no + 1} of at most "
+                      f"{config.settings['lr_extend']})", file=stream)
+            runs += more
+            execute(more)
+        merged = store.merge(out, [r.run_id for r in runs], config.settings, payloads=payloads,
                              curves_as="arrow", store=results)
         counts = {s: int((merged.summary["status"] == s).sum()) if len(merged.summary) else 0
                   for s in ("ok", "diverged", "failed")}
-        counts["missing"] = len(config.runs) - sum(counts.values())
+        counts["missing"] = len(runs) - sum(counts.values())
         complete = counts["failed"] == 0 and counts["missing"] == 0
-        store.write_manifest(out, _manifest(config, results, counts, complete=complete))
-    return SweepReport(out=out, n_runs=len(config.runs), n_new=len(pending), n_resumed=len(config.runs) - len(pending),
-                       counts=counts, elapsed=time.perf_counter() - t0, compile_seconds=compile_s,
-                       workers=used, scheduler=scheduler, summary=merged.summary, tuned=merged.tuned,
+        store.write_manifest(out, _manifest(config, results, runs, counts, complete=complete))
+    return SweepReport(out=out, n_runs=len(runs), n_new=counter["new"], n_resumed=len(runs) - counter["new"],
+                       counts=counts, elapsed=time.perf_counter() - t0, compile_seconds=counter["compile"],
+                       workers=counter["workers"], scheduler=scheduler, summary=merged.summary, tuned=merged.tuned,
                        curves_table=merged.curves, note=note)
+
+
+LR_RATIO = 10 ** (1 / 20)
+"""The ratio an lr grid is extended by past an edge: the paper's 10^(1/20)."""
+LR_EXTEND_BY = 4
+"""Grid values added past an edge per round."""
+
+
+def lr_extensions(runs, tuned, settings) -> list:
+    """Runs that continue the lr grid past the edge where a setting's tuned lr sits.
+
+    For every row of `tuned` whose lr is the largest (smallest) of its grid, the runs of
+    that setting at that lr are repeated at lr·r^j (lr·r^−j), j = 1 … `LR_EXTEND_BY`,
+    r = `LR_RATIO`; a setting is bracketed once a larger (smaller) lr exists that is
+    worse, which includes lrs that diverge.
+    """
+    from echosim.experiments.specs import with_lr
+
+    if tuned is None or not len(tuned) or "lr_edge" not in tuned:
+        return []
+    params = list(tuned.columns[: list(tuned.columns).index("optimizer.lr")])
+    by_setting: dict = {}
+    for spec in runs:
+        p = spec.params()
+        by_setting.setdefault(tuple(_key(p.get(c)) for c in params), []).append(spec)
+    known = {r.run_id for r in runs}
+    out = []
+    for _, row in tuned[tuned["lr_edge"] != ""].iterrows():
+        specs = by_setting.get(tuple(_key(row[c]) for c in params), [])
+        if not specs:
+            continue
+        sign = 1 if row["lr_edge"] == "high" else -1
+        edge = (max if sign > 0 else min)(s.optimizer["lr"] for s in specs)
+        for spec in specs:
+            if spec.optimizer["lr"] != edge:
+                continue
+            for j in range(1, LR_EXTEND_BY + 1):
+                new = with_lr(spec, float(edge * LR_RATIO ** (sign * j)))
+                if new.run_id not in known:
+                    known.add(new.run_id)
+                    out.append(new)
+    return out
+
+
+def _key(v):
+    """A hashable, NaN-safe form of a parameter value (tables turn None into NaN)."""
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return None
+    return float(v) if isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool) else v
 
 
 def _record(finished, results: store.Store, payloads: dict, bar: Progress, on_done) -> None:

@@ -25,7 +25,7 @@ TINY = {
     "problem": {"kind": "logistic", "dim": 3, "radius": 0.5, "w_star_norm": 3.0},
     "pipeline": {"arrival": {"kind": "gamma", "mean": 3.0, "cv": 0.5}},
     "optimizer": {"lr": [1.0, 4.0], "batch_size": 8, "echo": [1, 3]},
-    "sweep": {"n_batches": 60, "repetitions": 2, "name": "tiny"},
+    "sweep": {"n_batches": 60, "repetitions": 2, "name": "tiny", "lr_extend": 0},
 }
 VOLATILE = ["elapsed_s"]  # the only column that depends on the machine's timing
 
@@ -151,7 +151,7 @@ def test_a_failed_run_is_recorded_not_cached_and_retried(tiny_conf, tmp_path, mo
 def test_diverged_runs_count_as_never_converging(tmp_path):
     conf = parse_config({"problem": {"kind": "least_squares", "dim": 3, "decay": 0.0},
                          "optimizer": {"lr": [0.1, 50.0], "batch_size": 4, "echo": 2},
-                         "sweep": {"n_batches": 50, "atol": 0.05}})
+                         "sweep": {"n_batches": 50, "atol": 0.05, "lr_extend": 0}})
     rep = run_sweep(conf, out=tmp_path, workers=1, progress=False)
     bad = rep.summary[rep.summary["optimizer.lr"] == 50.0].iloc[0]
     assert bad["status"] == "diverged" and bad["conv_batches"] == math.inf and not bad["converged"]
@@ -185,6 +185,7 @@ echo = [1, 2, 4, 8, 16]
 n_batches = 400
 repetitions = 4
 name = "kill"
+lr_extend = 0
 """
 
 
@@ -315,3 +316,21 @@ def test_execute_run_reports_errors_instead_of_raising(tiny_conf):
     spec = dataclasses.replace(tiny_conf.runs[0], optimizer=dict(tiny_conf.runs[0].optimizer, method="nope"))
     p = execute_run(spec)
     assert p["summary"]["status"] == "failed" and p["curves"] is None and "nope" in p["summary"]["error"]
+
+
+def test_a_tuned_lr_at_the_edge_of_its_grid_extends_the_grid_until_bracketed(tmp_path):
+    from echosim.experiments.sweep import LR_RATIO
+
+    conf = parse_config({"problem": {"kind": "logistic", "dim": 5, "radius": 1.0},
+                         "optimizer": {"lr": [0.1, 0.2], "batch_size": 256, "echo": [1, 4]},
+                         "sweep": {"n_batches": 150, "repetitions": 2, "lr_extend": 12}})
+    rep = run_sweep(conf, out=tmp_path, workers=1, progress=False)
+    assert rep.n_runs > len(conf.runs)  # the grid grew
+    assert (rep.tuned["lr_edge"] == "").all() and (rep.tuned["optimizer.lr"] > 0.2).all()
+    lrs = np.sort(rep.summary["optimizer.lr"].unique())
+    np.testing.assert_allclose(lrs[2:] / lrs[1:-1], LR_RATIO)  # past the edge: the paper's ratio
+    capped = run_sweep(parse_config({"problem": {"kind": "logistic", "dim": 5, "radius": 1.0},
+                                     "optimizer": {"lr": [0.1, 0.2], "batch_size": 256, "echo": [1, 4]},
+                                     "sweep": {"n_batches": 150, "repetitions": 2, "lr_extend": 0}}),
+                       out=tmp_path / "capped", workers=1, progress=False)
+    assert (capped.tuned["lr_edge"] == "high").all()  # without extension the edge is flagged
