@@ -161,10 +161,28 @@ def _echo_counts(K_t):
         )
     if (arr < 0).any():
         raise ValueError(f"K_t must be >= 0 and finite, got {float(arr[arr < 0].flat[0])}")
+    fractional = (arr > 0) & (arr < 1)
+    if fractional.any():
+        raise ValueError(
+            "K_t must be 0 or >= 1 (steps on a batch; the bound uses "
+            f"K_t(K_t+1) <= 2 K_t^2, false for 0 < K_t < 1), got {float(arr[fractional].flat[0])}"
+        )
     S1 = arr.sum(axis=-1)
     if (S1 <= 0).any():
         raise ValueError("K_t must have a positive sum over its last axis (batches), got 0")
     return S1, (arr**2).sum(axis=-1)
+
+
+def _check_echo_axes(K_t, S1, **others):
+    """K_t's leading axes (all but the batch axis) must broadcast with the other arguments."""
+    try:
+        np.broadcast_shapes(S1.shape, *(np.shape(v) for v in others.values()))
+    except ValueError:
+        shapes = ", ".join(f"{k}{np.shape(v)}" for k, v in others.items())
+        raise ValueError(
+            f"K_t has shape {np.shape(K_t)}: its leading axes {S1.shape} (the last axis is "
+            f"batches) do not broadcast with the other arguments: {shapes}"
+        ) from None
 
 
 def variable_echo_bound(beta, rho, D, B, K_t, lr=None):
@@ -182,7 +200,10 @@ def variable_echo_bound(beta, rho, D, B, K_t, lr=None):
     $$\frac{\beta D^2}{2 S_1} + \frac{2\rho D\sqrt{S_2}}{\sqrt{B}\,S_1}$$
 
     Both reduce to `echoed_gd_bound` when $K_t \equiv K$. Entries $K_t = 0$ (a
-    batch never stepped on) are allowed; each series needs $S_1 > 0$.
+    batch never stepped on) are allowed; each series needs $S_1 > 0$. Fractional
+    entries $0 < K_t < 1$ are refused: the derivation uses $K_t(K_t+1) \le 2K_t^2$,
+    which fails there. A ``K_t`` with several axes holds one series per leading index;
+    those axes must broadcast with the other arguments (the error names ``K_t``).
 
     Source: derived here, see ``docs/background/bounds.md#variable-echo``.
 
@@ -197,6 +218,8 @@ def variable_echo_bound(beta, rho, D, B, K_t, lr=None):
     S1, S2 = _echo_counts(K_t)
     beta, rho, D = _problem(beta, rho, D)
     B = _v.positive("B", B)
+    extra = {} if lr is None else {"lr": lr}
+    _check_echo_axes(K_t, S1, beta=beta, rho=rho, D=D, B=B, **extra)
     if lr is None:
         value = beta * D**2 / (2 * S1) + 2 * rho * D * np.sqrt(S2 / B) / S1
     else:
@@ -218,9 +241,10 @@ def variable_echo_lr(beta, rho, D, B, K_t):
     >>> round(variable_echo_lr(beta=1.0, rho=1.0, D=1.0, B=64, K_t=[4] * 100), 6)
     0.1
     """
-    _, S2 = _echo_counts(K_t)
+    S1, S2 = _echo_counts(K_t)
     beta, rho, D = _problem(beta, rho, D)
     B = _v.positive("B", B)
+    _check_echo_axes(K_t, S1, beta=beta, rho=rho, D=D, B=B)
     return _v.result(np.minimum(1.0 / beta, D / (2 * rho) * np.sqrt(B / S2)))
 
 

@@ -216,6 +216,14 @@ def test_variable_echo_with_constant_K_is_echoed_gd(c, B, T, K, frac):
     )
 
 
+def test_variable_echo_accepts_zero_and_non_integer_counts_from_one():
+    # K_t(K_t+1) <= 2 K_t^2 holds for K_t = 0 and K_t >= 1: these are accepted
+    c = dict(beta=1.0, rho=1.0, D=1.0, B=64)
+    with_zero = theory.variable_echo_bound(**c, K_t=[0, 4, 4])
+    assert with_zero == pytest.approx(theory.variable_echo_bound(**c, K_t=[4, 4]), rel=RTOL)
+    assert theory.variable_echo_bound(**c, K_t=[1.0, 2.5]) > 0
+
+
 def test_variable_echo_uneven_schedule_costs_noise():
     # same total steps S1, more uneven -> larger S2 -> larger noise term
     c = dict(beta=1.0, rho=1.0, D=1.0, B=64)
@@ -354,6 +362,17 @@ INVALID = [
     (theory.variable_echo_bound, dict(beta=1, rho=1, D=1, B=1, K_t=[]), "K_t must be an array"),
     (theory.variable_echo_bound, dict(beta=1, rho=1, D=1, B=1, K_t=3), "K_t must be an array"),
     (theory.variable_echo_bound, dict(beta=1, rho=1, D=1, B=1, K_t=[1, np.inf]), "K_t must be finite"),
+    (theory.variable_echo_bound, dict(beta=1, rho=1, D=1, B=1, K_t=[4, 0.5]),
+     r"K_t must be 0 or >= 1 .*got 0\.5"),
+    (theory.variable_echo_bound, dict(beta=1, rho=1, D=1, B=1, K_t=[[1, 1], [1e-9, 2]]),
+     "K_t must be 0 or >= 1"),
+    (theory.variable_echo_lr, dict(beta=1, rho=1, D=1, B=1, K_t=[0.99]), "K_t must be 0 or >= 1"),
+    (theory.variable_echo_bound, dict(beta=[1, 2, 3], rho=1, D=1, B=1, K_t=np.ones((2, 5))),
+     r"K_t has shape \(2, 5\): its leading axes \(2,\).*beta\(3,\)"),
+    (theory.variable_echo_bound, dict(beta=1, rho=1, D=1, B=1, K_t=np.ones((2, 5)), lr=[0.1] * 3),
+     r"K_t has shape \(2, 5\).*lr\(3,\)"),
+    (theory.variable_echo_lr, dict(beta=1, rho=1, D=1, B=[1, 2, 4], K_t=np.ones((2, 5))),
+     r"K_t has shape \(2, 5\).*B\(3,\)"),
     (theory.variable_echo_bound, dict(beta=2, rho=1, D=1, B=1, K_t=[1], lr=1.0), r"lr must be in \(0, 1/beta\]"),
     (theory.variable_echo_lr, dict(beta=0, rho=1, D=1, B=1, K_t=[1]), "beta must be positive"),
 ]
