@@ -16,7 +16,7 @@ import numpy as np
 from theory import _validate as _v
 from theory.bounds import batches_to_accuracy
 
-__all__ = ["pipeline_time", "echo_speedup", "time_to_accuracy"]
+__all__ = ["pipeline_time", "echo_speedup", "time_to_accuracy", "time_optimal_echo"]
 
 
 def pipeline_time(t_up, t_down, e):
@@ -108,3 +108,48 @@ def time_to_accuracy(eps, beta, rho, D, B, K, t_up=None, t_down=None, *, through
             )
         per_batch = 1.0 / _v.positive("throughput", throughput)
     return _v.result(T_eps * np.asarray(per_batch))
+
+
+def time_optimal_echo(eps, beta, rho, D, B, R, integer=True):
+    r"""Echo factor $K^\star$ that minimises `time_to_accuracy` for a loader with ratio $R$.
+
+    Setting: the "fixed" policy (every fresh batch gets exactly $K$ steps), the timing
+    model of `pipeline_time` with $R = t_{up}/t_{down}$, and the tuned echoed-GD bound
+    (Theorem 7 [S]) as the measure of progress. The predicted wall-clock time is
+    $T_\varepsilon(K)\,\max\{t_{up}, K t_{down}\}$. $T_\varepsilon(K)$ is strictly
+    decreasing and $K\,T_\varepsilon(K)$ strictly increasing in $K$, so the time falls
+    while $K \le R$ and rises after it. Over real $K \ge 1$:
+
+    $$K^\star = \max\{1, R\}$$
+
+    whatever $\varepsilon, \beta, \rho, D, B$. With ``integer=True`` (the default; step
+    counts are whole) the answer is whichever of $\lfloor R\rfloor$ and
+    $\lceil R\rceil$ has the smaller predicted time (ties: the smaller $K$, which
+    costs fewer steps); this choice does depend on the constants. $R < 1$ gives 1.
+
+    It is the optimum *of the bound's prediction*, not of a simulated run; it says
+    that echoing past $R$ never pays under the bound, since the accelerator then
+    becomes the bottleneck and the bound's total step count $K T_\varepsilon$ only grows.
+
+    Source: derived here, see ``docs/background/bounds.md#wall-clock-optimal-echo-factor``.
+
+    Examples
+    --------
+    >>> c = dict(eps=0.01, beta=1.0, rho=1.0, D=1.0, B=6400)
+    >>> time_optimal_echo(**c, R=6.0)
+    6.0
+    >>> time_optimal_echo(**c, R=2.5), time_optimal_echo(**c, R=2.5, integer=False)
+    (3.0, 2.5)
+    >>> time_optimal_echo(**c, R=0.5)
+    1.0
+    """
+    R = _v.positive("R", R)
+    K_real = np.maximum(R, 1.0)
+    if not integer:
+        T_eps = np.asarray(batches_to_accuracy(eps, beta, rho, D, B, K_real))  # validates
+        K_real, _ = _v.broadcast(K=K_real, others=T_eps)
+        return _v.result(K_real)
+    lo, hi = np.floor(K_real), np.ceil(K_real)
+    t_lo = np.asarray(time_to_accuracy(eps, beta, rho, D, B, lo, t_up=R, t_down=1.0))
+    t_hi = np.asarray(time_to_accuracy(eps, beta, rho, D, B, hi, t_up=R, t_down=1.0))
+    return _v.result(np.where(t_hi < t_lo, hi, lo))
