@@ -34,6 +34,7 @@ __all__ = [
     "variable_echo_lr",
     "batches_to_accuracy",
     "saturation_echo",
+    "minimax_lower_bound",
 ]
 
 _SQRT2 = float(np.sqrt(2.0))
@@ -460,3 +461,51 @@ def saturation_echo(eps, beta, rho, B):
     beta, rho = _v.positive("beta", beta), _v.positive("rho", rho)
     B = _v.positive("B", B)
     return _v.result(beta * B * eps / (16 * rho**2))
+
+
+# ----------------------------------------------------------------- lower bound
+
+
+def _lower_bound_constant(beta, rho, D):
+    r"""$c = \tilde\rho\,(D - \tilde\rho/\beta)/5$ with $\tilde\rho = \min\{\rho, \beta D/2\}$."""
+    rho_eff = np.minimum(rho, beta * D / 2)
+    return rho_eff * (D - rho_eff / beta) / 5
+
+
+def minimax_lower_bound(beta, rho, D, B, T):
+    r"""Minimax lower bound for any method that sees $n = BT$ fresh examples.
+
+    Setting: the class of problems the upper bounds cover: per-example losses
+    $\ell(w; z)$ convex, $\beta$-smooth and $\rho$-Lipschitz on all of
+    $\mathbb R^d$, with a population minimiser $w^\star$, $\lVert w_0 - w^\star\rVert
+    \le D$. Any algorithm whose output is a (possibly randomised) function of the $n$
+    examples, in particular echoed GD, SGD, prox or AGD with any $K$, any
+    $K_t$ and any step sizes, has on some problem of the class
+
+    $$\mathbb E[F(\hat w)] - F^\star \ge \frac{\tilde\rho\,(D - \tilde\rho/\beta)}{5\sqrt{BT}},
+    \qquad \tilde\rho = \min\{\rho,\ \beta D/2\}.$$
+
+    For $\rho \le \beta D/2$ the constant is $\rho D(1 - \rho/(\beta D))/5 \ge \rho D/10$;
+    as $\beta \to \infty$ it tends to $\rho D/5$ (the non-smooth class). The cap
+    $\tilde\rho$ reflects that a $\beta$-smooth loss with its minimiser within $D$
+    cannot carry a useful signal larger than about $\beta D$.
+
+    Echoing changes the number of steps $KT$, not $n$, so it cannot beat this; compare
+    the $2\rho D/\sqrt{BT}$ term of Theorem 7 (`echoed_gd_bound`), which is therefore
+    optimal up to the constant ($2$ against at least $1/10$).
+
+    Source: derived here (Le Cam's two-point method on a one-dimensional Huber
+    construction, explicit constant), see ``docs/background/bounds.md#minimax-lower-bound``.
+    The rate is classical (Nemirovski and Yudin 1983; Agarwal, Bartlett, Ravikumar
+    and Wainwright 2012); the constant is ours.
+
+    Examples
+    --------
+    >>> round(minimax_lower_bound(beta=1.0, rho=1.0, D=4.0, B=8, T=50), 6)
+    0.03
+    >>> round(minimax_lower_bound(beta=0.25, rho=1.0, D=4.0, B=8, T=50), 6)  # rho capped at beta*D/2
+    0.01
+    """
+    beta, rho, D = _problem(beta, rho, D)
+    B, T = _v.positive("B", B), _v.positive("T", T)
+    return _v.result(_lower_bound_constant(beta, rho, D) / np.sqrt(B * T))
