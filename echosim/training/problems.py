@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 import numpy as np
 
+from echosim.pipeline.sizes import check_fits
 from echosim.training import logistic_risk as _logistic_risk
 
 BATCHES_PER_BLOCK = 16
@@ -63,6 +64,7 @@ def _choice(name, value, allowed):
 def _dimension(dim):
     if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)) or dim < 1:
         raise ValueError(f"dim must be a positive integer, got {dim!r}")
+    check_fits("dim", int(dim), 64, what="w*, the spectrum, the iterates and their averages")
     return int(dim)
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from echosim.pipeline.schedule import Schedule, echo_schedule
+from echosim.pipeline.sizes import check_fits
 from echosim.training.codes import LOSS_CODES
 from echosim.training.optimizers import EchoedGD, EchoedNesterov, EchoedSGD, Optimizer, learning_rates
 from echosim.training.problems import BATCHES_PER_BLOCK, STREAM_OPTIMIZER, Problem, block_rng
@@ -179,6 +180,9 @@ def run(problem: Problem, optimizer: Optimizer, *, batch_size: int, echo=1, n_ba
         raise ValueError(f"{type(optimizer).__name__} takes one step per batch; got echo with K_t up to {K.max()}")
     if isinstance(optimizer, EchoedSGD) and not optimizer.replace and optimizer.sub_batch > B:
         raise ValueError(f"sub_batch={optimizer.sub_batch} exceeds batch_size={B} (sampling without replacement)")
+    check_fits("n_batches", T, 40, what="learning rates and step counts per fresh batch")
+    check_fits("batch_size", B, 2 * BATCHES_PER_BLOCK * (problem.n_features + 1) * dtype.itemsize,
+               what=f"at least {BATCHES_PER_BLOCK} fresh batches of data at a time")
     lr = learning_rates(optimizer.lr, T)
     d = problem.dim
     w = np.zeros(d) if w0 is None else np.array(w0, dtype=np.float64)
@@ -192,6 +196,7 @@ def run(problem: Problem, optimizer: Optimizer, *, batch_size: int, echo=1, n_ba
     # log positions: cumulative kernel work (steps when logging steps) at unit ends
     cum = feed.steps_after(np.arange(feed.n_units + 1)) if by_step else np.arange(feed.n_units + 1)
     logs = log_points(log, int(cum[-1]))
+    check_fits("log", len(logs), 8 + d * (16 + dtype.itemsize), what="the iterates at every log point")
 
     from echosim.training.kernel import echo_chunk  # compiles on first use, not at import
 
