@@ -475,6 +475,38 @@ def _nonneg_float(text: str) -> float:
     return _float(text, 0.0, False)
 
 
+def _os_error(exc: OSError) -> str:
+    """One line naming the path and the cause (and, for a full disk, that the store resumes)."""
+    import errno
+
+    paths = [p for p in (exc.filename, exc.filename2) if p is not None]
+    where = " -> ".join(repr(str(p)) for p in paths) or "(no path)"
+    cause = exc.strerror or type(exc).__name__
+    hint = {
+        errno.EEXIST: " (a file is in the way of a directory)",
+        errno.ENOTDIR: " (a parent of the path is a file, not a directory)",
+        errno.EROFS: " (choose a writable place with --out)",
+        errno.EACCES: " (no permission: choose another place with --out)",
+        errno.ENOSPC: ("; finished runs are saved and the store is resumable: free some space and "
+                       "re-run the same command"),
+        errno.EDQUOT: ("; finished runs are saved and the store is resumable: free some space and "
+                       "re-run the same command"),
+    }.get(exc.errno, "")
+    return f"{where}: {cause}{hint}"
+
+
+def _broken_pipe() -> int:
+    """The reader of stdout went away (`... | head`): stop quietly, as a killed pipe writer does."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # the interpreter's final flush must not fail again
+    except (OSError, ValueError):  # pragma: no cover - stdout without a file descriptor
+        pass
+    return 141  # 128 + SIGPIPE, what a shell reports for a writer killed by the pipe
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit status (0 ok, 1 runs failed, 2 bad input, 130 interrupted)."""
     parser = build_parser()
@@ -485,6 +517,11 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     try:
         return args.func(args)
+    except BrokenPipeError:
+        return _broken_pipe()
+    except OSError as exc:
+        print(f"echosim {args.command}: error: {_os_error(exc)}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     except ValueError as exc:  # ConfigError included: bad input, not a bug
         msg = " ".join(str(exc).split())
         print(f"echosim {args.command}: error: {msg}", file=sys.stderr)

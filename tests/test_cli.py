@@ -1,5 +1,9 @@
 """The command line in-process: every subcommand, --help everywhere, and bad input → one line, exit 2."""
 
+import errno
+import io
+import os
+import sys
 import textwrap
 
 import pytest
@@ -141,6 +145,16 @@ BAD = [
     (["bounds", "echoed_gd_bound", "--zeta", "1"], ["--zeta", "allowed"]),
     (["bounds", "echoed_gd_bound", "--beta", "-1", "--rho", "1", "--D", "1", "--B", "1", "--T", "1", "--K", "1"],
      ["beta"]),
+    (["sweep", "{tiny}", "--dry-run", "--set", "sweep.repetitions=1000000000"], ["sweep.repetitions", "100,000"]),
+    (["sweep", "{tiny}", "--dry-run", "--set", "optimizer.echo=1000000000000"], ["optimizer.echo", "more than"]),
+    (["sweep", "{tiny}", "--dry-run", "--set", "optimizer.lr={start=0.1,stop=1,per_decade=1e12}"],
+     ["optimizer.lr", "per_decade", "100,000"]),
+    (["sweep", "{tiny}", "--dry-run", "--set", "problem.dim=1000000000000"], ["problem.dim", "memory"]),
+    (["sweep", "{tiny}", "--dry-run", "--set", "sweep.n_batches=1000000000000"], ["sweep.n_batches", "memory"]),
+    (["sweep", "{tiny}", "--dry-run", "--set", "pipeline.workers=1000000000000"], ["pipeline.workers", "memory"]),
+    (["run", "--n-batches", "1000000000000"], ["sweep.n_batches", "memory"]),
+    (["sweep", "{tiny}", "--out", "{file}"], ["{file}", "File exists"]),
+    (["sweep", "{tiny}", "--out", "{file}/sub"], ["{file}/sub", "Not a directory"]),
     (["frobnicate"], ["invalid choice"]),
     ([], ["subcommand"]),
 ]
@@ -150,8 +164,38 @@ BAD = [
 def test_bad_input_is_one_line_on_stderr_and_exit_2(argv, needles, tiny, tmp_path, capsys):
     bad = tmp_path / "bad.toml"
     bad.write_text("[optimizer\n")
-    argv = [a.replace("{tiny}", str(tiny)).replace("{bad}", str(bad)) for a in argv]
-    one_line_error(capsys, call(argv), *needles)
+    file = tmp_path / "a_file"
+    file.write_text("")
+    sub = lambda a: a.replace("{tiny}", str(tiny)).replace("{bad}", str(bad)).replace("{file}", str(file))  # noqa: E731
+    one_line_error(capsys, call([sub(a) for a in argv]), *[sub(n) for n in needles])
+
+
+@pytest.mark.parametrize("code, needles", [
+    (errno.ENOSPC, ["No space left on device", "resumable", "re-run the same command"]),
+    (errno.EROFS, ["Read-only file system", "--out"]),
+    (errno.EACCES, ["Permission denied", "--out"]),
+])
+def test_an_os_error_while_writing_results_is_one_line_naming_the_path_and_the_cause(
+        code, needles, tiny, tmp_path, capsys, monkeypatch):
+    from echosim.experiments import store
+
+    def refuse(out, payload):
+        raise OSError(code, os.strerror(code), str(out / "runs" / "shard.parquet"))
+
+    monkeypatch.setattr(store, "write_run", refuse)
+    argv = ["sweep", str(tiny), "--out", str(tmp_path / "o"), "--workers", "1", "--quiet", "--no-plot"]
+    one_line_error(capsys, call(argv), str(tmp_path / "o" / "runs" / "shard.parquet"), *needles)
+
+
+class _ClosedPipe(io.StringIO):
+    def write(self, text):
+        raise BrokenPipeError(errno.EPIPE, "Broken pipe")
+
+
+def test_a_reader_that_goes_away_ends_the_output_quietly_without_a_traceback(monkeypatch, capsys):
+    monkeypatch.setattr(sys, "stdout", _ClosedPipe())
+    assert main(["bounds", "list"]) == 141
+    assert capsys.readouterr().err == ""
 
 
 def test_summary_values_are_finite_or_never(capsys):

@@ -108,6 +108,8 @@ def check_run_size(base: dict, lab) -> None:
             "dim": ("problem.dim", problem.dim),
             "workers": ("pipeline.workers", workers),
         }[term]
+        if term == "logs" and total - memory["logs"] > limit:
+            term, key, value = "batches", t_key, t_value  # too many batches, logged or not
         if term == "batches" and K > T:
             key, value = k_key, (pipe_dict.get("max_echo") if k_key == "pipeline.max_echo" else base["echo"])
         if term == "data" and problem.n_features > B:
