@@ -52,6 +52,7 @@ def _setting(beta, rho, D, B, T, K):
 # --------------------------------------------------------------------------- GD
 
 
+@_v.named_broadcast
 def minibatch_sgd_bound(beta, rho, D, B, T):
     r"""Bound for synchronous minibatch SGD (one step per fresh batch).
 
@@ -72,6 +73,7 @@ def minibatch_sgd_bound(beta, rho, D, B, T):
     return echoed_gd_bound(beta, rho, D, B, T, K=1)
 
 
+@_v.named_broadcast
 def echoed_gd_bound(beta, rho, D, B, T, K, lr=None):
     r"""Bound for echoed GD: $K$ full-batch GD steps on each fresh batch.
 
@@ -106,6 +108,7 @@ def echoed_gd_bound(beta, rho, D, B, T, K, lr=None):
     return _v.result(value)
 
 
+@_v.named_broadcast
 def echoed_gd_lr(beta, rho, D, B, T, K):
     r"""Step size that minimises the fixed-step echoed-GD bound over $(0, 1/\beta]$.
 
@@ -125,6 +128,7 @@ def echoed_gd_lr(beta, rho, D, B, T, K):
     return _v.result(np.minimum(1.0 / beta, D / (2 * rho * K) * np.sqrt(B / T)))
 
 
+@_v.named_broadcast
 def stability_gd(lr, rho, K, B):
     r"""Uniform stability of $K$ GD steps on one batch of size $B$.
 
@@ -167,6 +171,7 @@ def _echo_counts(K_t):
     return S1, (arr**2).sum(axis=-1)
 
 
+@_v.named_broadcast(batches_last=("K_t",))
 def variable_echo_bound(beta, rho, D, B, K_t, lr=None):
     r"""Echoed-GD bound when batch $t$ gets $K_t$ steps (``K_t``: last axis = batches).
 
@@ -205,6 +210,7 @@ def variable_echo_bound(beta, rho, D, B, K_t, lr=None):
     return _v.result(value)
 
 
+@_v.named_broadcast(batches_last=("K_t",))
 def variable_echo_lr(beta, rho, D, B, K_t):
     r"""Step size minimising the fixed-step variable-echo bound over $(0, 1/\beta]$.
 
@@ -227,6 +233,7 @@ def variable_echo_lr(beta, rho, D, B, K_t):
 # ------------------------------------------------------------------------- prox
 
 
+@_v.named_broadcast
 def echoed_prox_param(beta, rho, D, B, T, K):
     r"""Proximal parameter $\lambda$ and inner step $\gamma$ for echoed proximal GD.
 
@@ -257,6 +264,7 @@ def echoed_prox_param(beta, rho, D, B, T, K):
     return _v.result(lam), _v.result(inner_lr)
 
 
+@_v.named_broadcast
 def echoed_prox_bound(beta, rho, D, B, T, K, lam=None, inner_lr=None):
     r"""Bound for echoed proximal GD (output ``end_avg``: average of $w_1..w_T$).
 
@@ -310,6 +318,7 @@ def _agd_sigma(K, T):
                               + 2 * K * (T + 1) + 4)
 
 
+@_v.named_broadcast
 def echoed_agd_lr(beta, rho, D, B, T, K):
     r"""Step size assumed by the tuned echoed-Nesterov bound.
 
@@ -337,6 +346,7 @@ def echoed_agd_lr(beta, rho, D, B, T, K):
     return _v.result(np.minimum(1.0 / beta, D / rho * np.sqrt(_SQRT2 * B / sigma)))
 
 
+@_v.named_broadcast
 def echoed_agd_bound(beta, rho, D, B, T, K, lr=None):
     r"""Bound for echoed Nesterov AGD on convex quadratics (output: last iterate).
 
@@ -384,6 +394,7 @@ def echoed_agd_bound(beta, rho, D, B, T, K, lr=None):
 # --------------------------------------------------------------- derived counts
 
 
+@_v.named_broadcast
 def batches_to_accuracy(eps, beta, rho, D, B, K):
     r"""Fresh batches $T_\varepsilon$ at which the tuned echoed-GD bound equals $\varepsilon$.
 
@@ -412,6 +423,7 @@ def batches_to_accuracy(eps, beta, rho, D, B, K):
     return _v.result(((b + np.sqrt(b**2 + 4 * a * eps)) / (2 * eps)) ** 2)
 
 
+@_v.named_broadcast
 def saturation_echo(eps, beta, rho, B):
     r"""Echo factor $K_{\mathrm{sat}}$ beyond which echoing stops paying off.
 

@@ -21,6 +21,7 @@ half-way leaves no partial shard. No pickles anywhere: Parquet and JSON only.
 from __future__ import annotations
 
 import json
+import re
 import math
 import os
 import platform
@@ -49,6 +50,7 @@ __all__ = [
 
 RESULTS_SCHEMA = "1"
 SHARDS = "runs"
+_RUN_ID = re.compile(r"[0-9a-f]{16}")
 FAILED = "failed"
 CURVE_COLUMNS = ("batches", "steps", "samples", "time", "risk", "risk_avg", "risk_end_avg")
 """Per logged point: fresh batches T, steps, samples B·T, wall-clock (NaN without a
@@ -420,7 +422,13 @@ def load(path, curves: bool = True) -> Results:
     run_ids = manifest.get("run_ids")
     if run_ids is None:
         ids = finished_ids(d) | {p.stem for p in (d / FAILED).glob("*.json")}
-        run_ids = sorted(ids)
+        run_ids = sorted(i for i in ids if _RUN_ID.fullmatch(i))
+    # read only what the store wrote: run ids are 16 lowercase hex digits, never paths
+    bad = next((r for r in run_ids if not (isinstance(r, str) and _RUN_ID.fullmatch(r))), None) \
+        if isinstance(run_ids, list) else run_ids
+    if bad is not None:
+        raise ValueError(f"{mpath}: run_ids holds {str(bad)[:60]!r}, not a run id (16 hex digits); "
+                         "the manifest was not written by echosim")
     settings = manifest.get("settings") or {"rtol": 0.01, "atol": None, "window": 10, "iterate": "last",
                                             "tune_by": "batches"}
     res = merge(d, run_ids, settings, write=False)

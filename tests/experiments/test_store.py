@@ -148,3 +148,15 @@ def test_load_merges_shards_on_the_fly_and_rejects_non_result_paths(tmp_path, co
 def test_provenance_names_the_versions():
     p = results.provenance()
     assert {"version.python", "version.numpy", "version.numba", "version.echosim"} <= set(p)
+
+
+@pytest.mark.parametrize("run_ids", [["../../outside"], ["0123456789abcdef", "/etc/passwd"], "../x", [7]])
+def test_load_reads_only_run_ids_the_store_wrote(tmp_path, conf, payloads, run_ids):
+    d = tmp_path / "sweep"
+    for p in payloads.values():
+        results.write_run(d, p)
+    outside = tmp_path / "outside.parquet"
+    outside.write_bytes(b"not to be read")
+    (d / "manifest.json").write_text(json.dumps({"run_ids": run_ids, "complete": False}))
+    with pytest.raises(ValueError, match=r"manifest.json: run_ids holds .*not a run id \(16 hex digits\)"):
+        results.load(d)

@@ -384,3 +384,21 @@ def test_import_pulls_in_no_plotting_and_no_echosim():
         "assert all(callable(getattr(theory, n)) for n in theory.__all__)\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+@pytest.mark.parametrize("call, names", [
+    (lambda: theory.echoed_gd_bound(beta=1, rho=1, D=1, B=np.ones(2), T=np.ones(3), K=1), ["B of shape (2,)", "T of shape (3,)"]),
+    (lambda: theory.variable_echo_bound(1, 1, 1, np.ones(3), np.ones((2, 3))), ["B of shape (3,)", "K_t of shape (2,)"]),
+    (lambda: theory.variable_echo_bound(1, 1, 1, 4, np.ones((2, 3)), lr=np.full(3, 0.1)), ["K_t", "lr of shape (3,)"]),
+    (lambda: theory.echo_speedup([1, 2], [1, 2, 3]), ["R of shape (2,)", "e of shape (3,)"]),
+])
+def test_a_broadcasting_mismatch_names_the_arguments_and_their_shapes(call, names):
+    with pytest.raises(ValueError) as err:
+        call()
+    assert "do not broadcast" in str(err.value) and all(n in str(err.value) for n in names)
+
+
+def test_a_2d_K_t_holds_one_series_per_row():
+    rows = theory.variable_echo_bound(1.0, 1.0, 1.0, 64, np.array([[4] * 100, [1, 7] * 50]))
+    np.testing.assert_allclose(rows, [theory.variable_echo_bound(1.0, 1.0, 1.0, 64, [4] * 100),
+                                      theory.variable_echo_bound(1.0, 1.0, 1.0, 64, [1, 7] * 50)], rtol=1e-15)
