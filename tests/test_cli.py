@@ -2,6 +2,7 @@
 
 import errno
 import io
+import json
 import os
 import sys
 import textwrap
@@ -83,7 +84,14 @@ def test_run_prints_one_summary(capsys):
     rc = main(["run", "--n-batches", "40", "--batch-size", "16", "--echo", "2", "--lr", "3"])
     out = capsys.readouterr().out
     assert rc == 0
-    assert "status: ok" in out and "conv_batches" in out and "optimizer.echo: 2" in out
+    assert "status ok" in out and "K=2" in out
+    for label in ("target:", "loss <= (1 + 0.01) F*", "reached:", "final risk:", "steps:", "time units"):
+        assert label in out
+    rc = main(["run", "--n-batches", "40", "--batch-size", "16", "--echo", "2", "--lr", "3", "--verbose"])
+    out = capsys.readouterr().out
+    assert rc == 0 and "status: ok" in out and "conv_batches" in out and "optimizer.echo: 2" in out
+    assert main(["run", "--n-batches", "40", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["status"] == "ok"
 
 
 def test_plot_writes_png_and_pdf(swept, tmp_path, capsys):
@@ -99,12 +107,17 @@ def test_bounds_evaluates_theory_functions(capsys):
                "--T", "500", "--K", "4"])
     out = capsys.readouterr().out
     assert rc == 0
-    assert float(out) == pytest.approx(theory.echoed_gd_bound(beta=0.25, rho=1, D=2, B=64, T=500, K=4),
-                                       rel=1e-9)
+    label, value = out.splitlines()
+    assert label.startswith("echoed_gd_bound(beta=0.25, rho=1, D=2, B=64, T=500, K=4): Bound for echoed GD")
+    assert "excess risk" in label
+    assert float(value.split("=")[1]) == pytest.approx(
+        theory.echoed_gd_bound(beta=0.25, rho=1, D=2, B=64, T=500, K=4), rel=1e-9)
     rc = main(["bounds", "echoed_gd_bound", "--beta=0.25", "--rho", "1", "--D", "2", "--B", "64",
                "--T", "500", "--K", "1,2,4"])
-    values = [float(v) for v in capsys.readouterr().out.split()]
-    assert rc == 0 and len(values) == 3 and values[0] > values[2]
+    lines = capsys.readouterr().out.splitlines()[1:]
+    values = [float(line.split(":")[1]) for line in lines]
+    assert rc == 0 and [line.split(":")[0].strip() for line in lines] == ["K=1", "K=2", "K=4"]
+    assert len(values) == 3 and values[0] > values[2]
     assert main(["bounds", "list"]) == 0
     assert "saturation_echo" in capsys.readouterr().out
     assert main(["bounds", "saturation_echo", "--help"]) == 0
@@ -199,7 +212,7 @@ def test_a_reader_that_goes_away_ends_the_output_quietly_without_a_traceback(mon
 
 
 def test_summary_values_are_finite_or_never(capsys):
-    main(["run", "--n-batches", "20", "--lr", "0.0"])
+    main(["run", "--n-batches", "20", "--lr", "0.0", "--verbose"])
     out = capsys.readouterr().out
     conv = {k.strip(): v.strip() for k, v in (line.split(":", 1) for line in out.splitlines())
             if k.strip().startswith("conv_")}

@@ -124,6 +124,7 @@ def run_sweep(config: SweepConfig, out=None, *, workers: int | None = None, sche
     # worker's batch cache serves them, and the biggest batches go first, so the last
     # runs to finish are short ones; the order changes no result
     pending.sort(key=lambda r: (-r.optimizer["batch_size"] * r.run.get("n_batches", 1), r.seed, r.run_id))
+    used = 1 if workers == 1 or len(pending) <= 1 else min(workers, len(pending))  # processes actually started
     if pending:
         compile_s = warm_up(config) if scheduler is None else 0.0
         bar = Progress(len(pending), stream=stream, enabled=progress)
@@ -133,7 +134,7 @@ def run_sweep(config: SweepConfig, out=None, *, workers: int | None = None, sche
         elif workers == 1 or len(pending) == 1:
             _run_serial(pending, out, bar, payloads, on_done)
         else:
-            _run_local(pending, out, min(workers, len(pending)), bar, payloads, on_done)
+            _run_local(pending, out, used, bar, payloads, on_done)
     merged = store.merge(out, [r.run_id for r in config.runs], config.settings, payloads=payloads,
                            curves_as="arrow")
     counts = {s: int((merged.summary["status"] == s).sum()) if len(merged.summary) else 0
@@ -143,7 +144,7 @@ def run_sweep(config: SweepConfig, out=None, *, workers: int | None = None, sche
     store.write_manifest(out, _manifest(config, counts, complete=complete))
     return SweepReport(out=out, n_runs=len(config.runs), n_new=len(pending), n_resumed=len(config.runs) - len(pending),
                        counts=counts, elapsed=time.perf_counter() - t0, compile_seconds=compile_s,
-                       workers=workers, scheduler=scheduler, summary=merged.summary, tuned=merged.tuned,
+                       workers=used, scheduler=scheduler, summary=merged.summary, tuned=merged.tuned,
                        curves_table=merged.curves, note=note)
 
 
