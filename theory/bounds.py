@@ -55,6 +55,7 @@ def _setting(beta, rho, D, B, T, K):
 # --------------------------------------------------------------------------- GD
 
 
+@_v.named_broadcast
 def minibatch_sgd_bound(beta, rho, D, B, T):
     r"""Bound for synchronous minibatch SGD (one step per fresh batch).
 
@@ -75,6 +76,7 @@ def minibatch_sgd_bound(beta, rho, D, B, T):
     return echoed_gd_bound(beta, rho, D, B, T, K=1)
 
 
+@_v.named_broadcast
 def echoed_gd_bound(beta, rho, D, B, T, K, lr=None):
     r"""Bound for echoed GD: $K$ full-batch GD steps on each fresh batch.
 
@@ -109,6 +111,7 @@ def echoed_gd_bound(beta, rho, D, B, T, K, lr=None):
     return _v.result(value)
 
 
+@_v.named_broadcast
 def echoed_gd_lr(beta, rho, D, B, T, K):
     r"""Step size that minimises the fixed-step echoed-GD bound over $(0, 1/\beta]$.
 
@@ -128,6 +131,7 @@ def echoed_gd_lr(beta, rho, D, B, T, K):
     return _v.result(np.minimum(1.0 / beta, D / (2 * rho * K) * np.sqrt(B / T)))
 
 
+@_v.named_broadcast
 def stability_gd(lr, rho, K, B):
     r"""Uniform stability of $K$ GD steps on one batch of size $B$.
 
@@ -176,18 +180,7 @@ def _echo_counts(K_t):
     return S1, (arr**2).sum(axis=-1)
 
 
-def _check_echo_axes(K_t, S1, **others):
-    """K_t's leading axes (all but the batch axis) must broadcast with the other arguments."""
-    try:
-        np.broadcast_shapes(S1.shape, *(np.shape(v) for v in others.values()))
-    except ValueError:
-        shapes = ", ".join(f"{k}{np.shape(v)}" for k, v in others.items())
-        raise ValueError(
-            f"K_t has shape {np.shape(K_t)}: its leading axes {S1.shape} (the last axis is "
-            f"batches) do not broadcast with the other arguments: {shapes}"
-        ) from None
-
-
+@_v.named_broadcast(batches_last=("K_t",))
 def variable_echo_bound(beta, rho, D, B, K_t, lr=None):
     r"""Echoed-GD bound when batch $t$ gets $K_t$ steps (``K_t``: last axis = batches).
 
@@ -221,8 +214,6 @@ def variable_echo_bound(beta, rho, D, B, K_t, lr=None):
     S1, S2 = _echo_counts(K_t)
     beta, rho, D = _problem(beta, rho, D)
     B = _v.positive("B", B)
-    extra = {} if lr is None else {"lr": lr}
-    _check_echo_axes(K_t, S1, beta=beta, rho=rho, D=D, B=B, **extra)
     if lr is None:
         value = beta * D**2 / (2 * S1) + 2 * rho * D * np.sqrt(S2 / B) / S1
     else:
@@ -231,6 +222,7 @@ def variable_echo_bound(beta, rho, D, B, K_t, lr=None):
     return _v.result(value)
 
 
+@_v.named_broadcast(batches_last=("K_t",))
 def variable_echo_lr(beta, rho, D, B, K_t):
     r"""Step size minimising the fixed-step variable-echo bound over $(0, 1/\beta]$.
 
@@ -247,7 +239,6 @@ def variable_echo_lr(beta, rho, D, B, K_t):
     S1, S2 = _echo_counts(K_t)
     beta, rho, D = _problem(beta, rho, D)
     B = _v.positive("B", B)
-    _check_echo_axes(K_t, S1, beta=beta, rho=rho, D=D, B=B)
     return _v.result(np.minimum(1.0 / beta, D / (2 * rho) * np.sqrt(B / S2)))
 
 
@@ -350,6 +341,7 @@ def echoed_gd_strongly_convex_bound(beta, rho, D, B, T, K, lam, lr=None):
 # ------------------------------------------------------------------------- prox
 
 
+@_v.named_broadcast
 def echoed_prox_param(beta, rho, D, B, T, K):
     r"""Proximal parameter $\lambda$ and inner step $\gamma$ for echoed proximal GD.
 
@@ -380,6 +372,7 @@ def echoed_prox_param(beta, rho, D, B, T, K):
     return _v.result(lam), _v.result(inner_lr)
 
 
+@_v.named_broadcast
 def echoed_prox_bound(beta, rho, D, B, T, K, lam=None, inner_lr=None):
     r"""Bound for echoed proximal GD (output ``end_avg``: average of $w_1..w_T$).
 
@@ -433,6 +426,7 @@ def _agd_sigma(K, T):
                               + 2 * K * (T + 1) + 4)
 
 
+@_v.named_broadcast
 def echoed_agd_lr(beta, rho, D, B, T, K):
     r"""Step size assumed by the tuned echoed-Nesterov bound.
 
@@ -460,6 +454,7 @@ def echoed_agd_lr(beta, rho, D, B, T, K):
     return _v.result(np.minimum(1.0 / beta, D / rho * np.sqrt(_SQRT2 * B / sigma)))
 
 
+@_v.named_broadcast
 def echoed_agd_bound(beta, rho, D, B, T, K, lr=None):
     r"""Bound for echoed Nesterov AGD on convex quadratics (output: last iterate).
 
@@ -507,6 +502,7 @@ def echoed_agd_bound(beta, rho, D, B, T, K, lr=None):
 # --------------------------------------------------------------- derived counts
 
 
+@_v.named_broadcast
 def batches_to_accuracy(eps, beta, rho, D, B, K):
     r"""Fresh batches $T_\varepsilon$ at which the tuned echoed-GD bound equals $\varepsilon$.
 
@@ -535,6 +531,7 @@ def batches_to_accuracy(eps, beta, rho, D, B, K):
     return _v.result(((b + np.sqrt(b**2 + 4 * a * eps)) / (2 * eps)) ** 2)
 
 
+@_v.named_broadcast
 def saturation_echo(eps, beta, rho, B):
     r"""Echo factor $K_{\mathrm{sat}}$ beyond which echoing stops paying off.
 

@@ -26,6 +26,7 @@ __all__ = [
 ]
 
 
+@_v.named_broadcast
 def pipeline_time(t_up, t_down, e):
     r"""Steady-state wall-clock time per fresh batch with echo factor $e$.
 
@@ -50,6 +51,7 @@ def pipeline_time(t_up, t_down, e):
     return _v.result(np.maximum(t_up, e * t_down))
 
 
+@_v.named_broadcast
 def echo_speedup(R, e, fresh_ratio=1.0):
     r"""Wall-clock speedup of echo factor $e$ over no echoing, at the same target.
 
@@ -80,6 +82,7 @@ def echo_speedup(R, e, fresh_ratio=1.0):
     return _v.result(fresh_ratio * np.maximum(R, 1.0) / np.maximum(R, e))
 
 
+@_v.named_broadcast
 def time_to_accuracy(eps, beta, rho, D, B, K, t_up=None, t_down=None, *, throughput=None):
     r"""Predicted wall-clock time until the tuned echoed-GD bound reaches $\varepsilon$.
 

@@ -34,6 +34,7 @@ from pathlib import Path
 
 from echosim.pipeline.model import ECHO_POLICIES, check_echo
 from echosim.experiments.grid import _AxisRef, _field_for, _Grid, _joint
+from echosim.experiments.limits import check_run_count, check_run_size
 from echosim.experiments.schema import (
     _PROBLEM_DEFAULTS,
     _RUN_KEYS,
@@ -252,10 +253,13 @@ def _expand(grid: _Grid, settings: dict, *, source, text, overrides) -> SweepCon
     usage = _Usage()
     caches: dict = {"problem": {}}
     runs, seen = [], set()
+    check_run_count(math.prod(len(a.values) for a in grid.axes), settings["repetitions"],
+                    [(" / ".join(a.paths), len(a.values)) for a in grid.axes])
     n_points = 0
     for point, labels in _points(grid):
         n_points += 1
         base = _resolve(point, labels, usage, caches)
+        check_run_size(base, lambda p, labels=labels: labels.get(p, p))
         for rep in range(settings["repetitions"]):
             spec = _make_spec(base, rep, settings["seed"])
             if spec.run_id in seen:

@@ -21,6 +21,8 @@ SCHEMA = "echosim-run/2"
 
 SECTIONS = ("problem", "pipeline", "optimizer", "sweep")
 DEFAULT_TOML = "default_sweep.toml"
+MAX_GRID_VALUES = 100_000
+"""Values in one learning-rate grid table (`lr_grid`)."""
 
 
 class ConfigError(ValueError):
@@ -46,11 +48,16 @@ def lr_grid(start: float, stop: float, per_decade: float | None = None, num: int
     if per_decade is not None:
         if not (_is_real(per_decade) and per_decade > 0 and math.isfinite(per_decade)):
             raise ConfigError(f"lr.per_decade: must be a number > 0, got {per_decade!r}")
-        n = int(math.floor(math.log10(stop / start) * per_decade + 1e-9))
+        n = math.floor(math.log10(stop / start) * per_decade + 1e-9)
+        if n + 1 > MAX_GRID_VALUES:
+            raise ConfigError(f"lr.per_decade: {per_decade:g} values per decade from {start:g} to {stop:g} give "
+                              f"{n + 1:.3g} learning rates, more than the limit of {MAX_GRID_VALUES:,}")
         lo = math.log10(start)
         return [float(10 ** (lo + i / per_decade)) for i in range(n + 1)]
     if isinstance(num, bool) or not isinstance(num, numbers.Integral) or num < 1:
         raise ConfigError(f"lr.num: must be an integer >= 1, got {num!r}")
+    if num > MAX_GRID_VALUES:
+        raise ConfigError(f"lr.num: {num:,} learning rates, more than the limit of {MAX_GRID_VALUES:,}")
     if num == 1:
         return [float(start)]
     return [float(v) for v in np.geomspace(start, stop, int(num))]

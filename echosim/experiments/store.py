@@ -24,6 +24,7 @@ anywhere: Parquet and JSON only.
 from __future__ import annotations
 
 import json
+import re
 import math
 import os
 import platform

@@ -295,6 +295,27 @@ def _cost_units(spec) -> float:
     return T * B * d * (1 + 2 * K) + points * risk_cost + 20_000
 
 
+_CALIBRATION_UNITS = 2e7
+"""Cost units of one calibration run (about 0.1-0.5 s here), so --dry-run stays quick."""
+
+
+def _calibration_copy(spec):
+    """`spec` shortened (fewer batches, then a smaller fixed K) to at most _CALIBRATION_UNITS."""
+    import dataclasses
+
+    units = _cost_units(spec)
+    T = spec.run["n_batches"]
+    if units > _CALIBRATION_UNITS and T > 1:
+        run = dict(spec.run, n_batches=max(1, int(T * _CALIBRATION_UNITS / units)))
+        spec = dataclasses.replace(spec, run=run)
+        units = _cost_units(spec)
+    policy = None if spec.pipeline is None else spec.pipeline["policy"]
+    if units > _CALIBRATION_UNITS and policy in (None, "fixed", "example") and (spec.echo or 1) > 1:
+        K = max(1, int((spec.echo or 1) * _CALIBRATION_UNITS / units))
+        spec = dataclasses.replace(spec, echo=K)
+    return spec
+
+
 def estimate(config: SweepConfig, out=None, workers: int | None = None, store_dir=None) -> dict:
     """Predicted wall time of the runs still to do.
 
@@ -324,7 +345,7 @@ def estimate(config: SweepConfig, out=None, workers: int | None = None, store_di
         else:
             T = run.pop("time_budget") / mean_batch_time(build_pipeline(spec.pipeline, spec.echo))
             run["n_batches"] = int(min(max(T, 1), 200))
-        short = dataclasses.replace(spec, run=run)
+        short = _calibration_copy(dataclasses.replace(spec, run=run))
         t = time.perf_counter()
         execute_run(short)
         t_sum += time.perf_counter() - t

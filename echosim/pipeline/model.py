@@ -106,6 +106,7 @@ from typing import Any
 
 from echosim.pipeline.service_times import as_service_time
 from echosim.pipeline.service_times import ServiceTime
+from echosim.pipeline.sizes import check_fits
 
 __all__ = ["Pipeline", "POLICIES", "ECHO_POLICIES", "check_echo"]
 
@@ -201,6 +202,7 @@ class Pipeline:
         set_ = object.__setattr__
         set_(self, "arrival", _service("Pipeline.arrival", self.arrival))
         set_(self, "workers", _int_field("Pipeline.workers", self.workers, 1))
+        check_fits("Pipeline.workers", self.workers, 24, what="the state of every loader worker")
         set_(self, "prefetch", _int_field("Pipeline.prefetch", self.prefetch, 1))
         set_(self, "step_time", _service("Pipeline.step_time", self.step_time))
         set_(self, "policy", _choice("Pipeline.policy", self.policy, POLICIES))

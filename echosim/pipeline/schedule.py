@@ -14,6 +14,7 @@ import numpy as np
 
 from echosim.pipeline.model import _POLICY_CODE, ECHO_POLICIES, Pipeline, _int_field, check_echo
 from echosim.pipeline.service_times import Deterministic, ServiceTime
+from echosim.pipeline.sizes import check_fits
 from echosim.pipeline.traces import Trace
 
 __all__ = ["Schedule", "simulate", "simulate_until", "simulate_with_times", "echo_schedule"]
@@ -170,7 +171,9 @@ def echo_schedule(echo, n_batches: int | None = None) -> Schedule:
         K = check_echo(echo, "echo", integer=True)
         if n_batches is None:
             raise ValueError("n_batches is required when echo is a number")
-        return Schedule(steps_per_batch=np.full(_int_field("n_batches", n_batches, 1), K, dtype=np.int64))
+        T = _int_field("n_batches", n_batches, 1)
+        check_fits("n_batches", T, 8, what="K_t of every fresh batch")
+        return Schedule(steps_per_batch=np.full(T, K, dtype=np.int64))
     K_t = np.asarray(echo)
     if K_t.ndim != 1 or K_t.size == 0 or not np.issubdtype(K_t.dtype, np.integer):
         raise ValueError("echo must be an integer K, or a non-empty 1-D integer array of K_t (one per batch)")
@@ -248,6 +251,22 @@ def _round_echo(e: float, n: int, u: np.ndarray | None) -> np.ndarray:
     return base + (u[:n] < (e - base)).astype(np.int64)
 
 
+def schedule_bytes_per_batch(pipeline: Pipeline, batch_size: int | None = None) -> float:
+    """Rough bytes a simulated Schedule holds per fresh batch (per-batch and per-step arrays)."""
+    steps = {"sync": 1.0, "fixed": pipeline.echo, "example": pipeline.echo}.get(pipeline.policy)
+    if steps is None:  # greedy: about what the event loop allocates up front
+        steps = 1.1 * _estimate_echo(pipeline)
+    per = 64.0 + 32.0 * steps
+    if pipeline.policy == "example":
+        per += (batch_size or 1) * (1.0 + 8.0 * steps)  # extra copies, example ids of every step
+    return per
+
+
+def _check_schedule_size(name: str, value, T: int, pipeline: Pipeline, batch_size) -> None:
+    check_fits(name, value, schedule_bytes_per_batch(pipeline, batch_size) * T / value,
+               what=f"the schedule of {T:,} fresh batches")
+
+
 def simulate(pipeline: Pipeline, n_batches: int, seed, batch_size: int | None = None) -> Schedule:
     """Simulate `pipeline` until T = `n_batches` fresh batches have been used.
 
@@ -271,6 +290,7 @@ def simulate(pipeline: Pipeline, n_batches: int, seed, batch_size: int | None = 
     T = _int_field("n_batches", n_batches, 1)
     ss = _check_seed(seed)
     B = _check_batch_size(pipeline, batch_size)
+    _check_schedule_size("n_batches", T, T, pipeline, B)
     rng_load, rng_step, rng_echo, rng_shuffle = (np.random.default_rng(s) for s in ss.spawn(4))
 
     load_time = pipeline.arrival.sample(rng_load, T)
@@ -544,7 +564,14 @@ def simulate_until(pipeline, budget: float, seed: int, batch_size: int | None = 
     until it runs past the budget); the last batch kept may have fewer steps than the
     policy planned.
     """
-    T = math.ceil(1.25 * budget / mean_batch_time(pipeline)) + 16
+    if isinstance(budget, bool) or not isinstance(budget, numbers.Real) or not (math.isfinite(budget) and budget > 0):
+        raise ValueError(f"budget must be a finite number > 0, got {budget!r}")
+    T0 = 1.25 * budget / mean_batch_time(pipeline) + 16
+    if not math.isfinite(T0) or T0 > 2**62:
+        raise ValueError(f"budget={budget:g} implies {T0:.3g} fresh batches, more than any run can hold")
+    # doubling may need up to 2 T0 batches
+    _check_schedule_size("budget", float(budget), int(2 * T0), pipeline, batch_size)
+    T = math.ceil(T0)
     while True:
         schedule = simulate(pipeline, T, seed=seed, batch_size=batch_size)
         if schedule.makespan > budget:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 import numpy as np
 
+from echosim.pipeline.sizes import check_fits
 from echosim.training import logistic_risk as _logistic_risk
 
 BATCHES_PER_BLOCK = 16
@@ -63,6 +64,7 @@ def _choice(name, value, allowed):
 def _dimension(dim):
     if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)) or dim < 1:
         raise ValueError(f"dim must be a positive integer, got {dim!r}")
+    check_fits("dim", int(dim), 64, what="w*, the spectrum, the iterates and their averages")
     return int(dim)
 
 
@@ -296,14 +298,26 @@ class Logistic(_SyntheticDesign, Problem):
         return X, np.where(rng.random(n) < p, 1.0, -1.0)
 
     def risk(self, W):
+        """F(w) per row; rows are rescaled by their largest entry first, so that iterates
+        from 1e-300 to 1e300 neither under- nor overflow; a non-finite row gives +inf."""
         W = _check_W(W, self._dim)
-        if self.design == "sphere":
-            return _logistic_risk.sphere_risk(
-                np.linalg.norm(W, axis=1), W @ self.w_star, float(np.linalg.norm(self.w_star)),
-                self.radius, self._dim)
-        lam = self.eigenvalues
-        return _logistic_risk.gaussian_risk((W**2) @ lam, W @ (lam * self.w_star),
-                                            float(self.w_star**2 @ lam))
+        with np.errstate(invalid="ignore", over="ignore"):
+            m = np.max(np.abs(W), axis=1)
+            ok = np.isfinite(m) & (m > 0)
+            U = W / np.where(ok, m, 1.0)[:, None]
+            U[~ok] = 0.0
+            m = np.where(ok, m, np.where(m == 0, 0.0, np.inf))  # NaN rows count as +inf
+            if self.design == "sphere":
+                norm_w = np.where(ok, m * np.linalg.norm(U, axis=1), m)
+                c = m * (U @ self.w_star)
+                c[~ok] = 0.0
+                return _logistic_risk.sphere_risk(norm_w, c, float(np.linalg.norm(self.w_star)),
+                                                  self.radius, self._dim)
+            lam = self.eigenvalues
+            s_u = np.where(ok, m * np.sqrt((U**2) @ lam), m)
+            c = m * (U @ (lam * self.w_star))
+            c[~ok] = 0.0
+            return _logistic_risk.gaussian_risk_scaled(s_u, c, float(self.w_star**2 @ lam))
 
     @property
     def constants_kind(self) -> str:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from echosim.pipeline.schedule import Schedule, echo_schedule
+from echosim.pipeline.sizes import check_fits
 from echosim.training.codes import LOSS_CODES
 from echosim.training.optimizers import EchoedGD, EchoedNesterov, EchoedSGD, Optimizer, learning_rates
 from echosim.training.problems import BATCHES_PER_BLOCK, STREAM_OPTIMIZER, Problem, block_rng
@@ -25,6 +26,9 @@ AUTO_LOG_ALL = 1000
 
 AUTO_LOG_POINTS = 400
 
+DIVERGENCE_FACTOR = 100.0
+"""A run diverges where the last iterate's excess risk exceeds this multiple of F(w₀)."""
+
 
 @dataclass(frozen=True)
 class Trajectory:
@@ -34,8 +38,8 @@ class Trajectory:
     ``steps[i]`` optimizer steps taken, ``time[i]`` the simulated wall-clock time
     (None without a pipeline schedule). ``risk`` is the last iterate's excess risk,
     ``risk_avg`` the uniform average of every step's iterate, ``risk_end_avg`` the
-    average of batch-end iterates. A run whose iterate became non-finite has status
-    "diverged" and stops at its last finite point.
+    average of batch-end iterates. A run that diverged (see `run`) has status
+    "diverged" and stops at its last logged point before the divergence.
     """
 
     batches: np.ndarray
@@ -160,6 +164,18 @@ def run(problem: Problem, optimizer: Optimizer, *, batch_size: int, echo=1, n_ba
     Trajectory
         Excess risk of the last, averaged and batch-end-averaged iterates at the
         logged points, with step counts, simulated time and status.
+
+    Divergence
+    ----------
+    The same rule for every problem: the run has status "diverged" at the first
+    logged point where the last iterate's excess risk F(w) − F* exceeds
+    ``DIVERGENCE_FACTOR`` (100) times the initial risk F(w₀), or where any of the
+    three risks is not finite, or as soon as the iterate itself overflows (checked
+    after every fresh batch). The trajectory stops at the last point before it and
+    ``diverged_at`` gives the fresh batch of that point. F(w₀) > 0 for every loss
+    here, so the rule is scale-free; a converging run never comes near it (its risk
+    stays within a few times F(w₀)), while a least-squares run above the stability
+    limit grows geometrically and a logistic one linearly, both far past it.
     """
     if not isinstance(problem, Problem):
         raise ValueError(f"problem must be an echosim Problem, got {type(problem).__name__}")
@@ -179,6 +195,9 @@ def run(problem: Problem, optimizer: Optimizer, *, batch_size: int, echo=1, n_ba
         raise ValueError(f"{type(optimizer).__name__} takes one step per batch; got echo with K_t up to {K.max()}")
     if isinstance(optimizer, EchoedSGD) and not optimizer.replace and optimizer.sub_batch > B:
         raise ValueError(f"sub_batch={optimizer.sub_batch} exceeds batch_size={B} (sampling without replacement)")
+    check_fits("n_batches", T, 40, what="learning rates and step counts per fresh batch")
+    check_fits("batch_size", B, 2 * BATCHES_PER_BLOCK * (problem.n_features + 1) * dtype.itemsize,
+               what=f"at least {BATCHES_PER_BLOCK} fresh batches of data at a time")
     lr = learning_rates(optimizer.lr, T)
     d = problem.dim
     w = np.zeros(d) if w0 is None else np.array(w0, dtype=np.float64)
@@ -192,6 +211,7 @@ def run(problem: Problem, optimizer: Optimizer, *, batch_size: int, echo=1, n_ba
     # log positions: cumulative kernel work (steps when logging steps) at unit ends
     cum = feed.steps_after(np.arange(feed.n_units + 1)) if by_step else np.arange(feed.n_units + 1)
     logs = log_points(log, int(cum[-1]))
+    check_fits("log", len(logs), 8 + d * (16 + dtype.itemsize), what="the iterates at every log point")
 
     from echosim.training.kernel import echo_chunk  # compiles on first use, not at import
 
@@ -230,7 +250,8 @@ def run(problem: Problem, optimizer: Optimizer, *, batch_size: int, echo=1, n_ba
     W_end = np.vstack([w_start, log_end[:n_ok]])
     with np.errstate(over="ignore", invalid="ignore"):
         risks = [problem.excess_risk(M) for M in (W, W_avg, W_end)]
-    finite = np.all(np.isfinite(risks), axis=0)
+    limit = DIVERGENCE_FACTOR * max(float(risks[0][0]) + float(problem.F_star), np.finfo(np.float64).tiny)
+    finite = np.all(np.isfinite(risks), axis=0) & (risks[0] <= limit)
     if not finite.all():
         n_keep = int(np.argmin(finite))
         diverged_unit = int(units[n_keep]) if diverged_unit is None else diverged_unit

@@ -168,3 +168,14 @@ def test_load_merges_from_the_store_on_the_fly_and_rejects_non_result_paths(tmp_
 def test_provenance_names_the_versions():
     p = results.provenance()
     assert {"version.python", "version.numpy", "version.numba", "version.echosim"} <= set(p)
+
+
+@pytest.mark.parametrize("run_ids", [["../../outside"], ["0123456789abcdef", "/etc/passwd"], "../x", [7]])
+def test_load_reads_only_run_ids_the_store_wrote(tmp_path, conf, payloads, run_ids):
+    d = tmp_path / "sweep"
+    d.mkdir()
+    outside = tmp_path / "outside.parquet"
+    outside.write_bytes(b"not to be read")
+    (d / "manifest.json").write_text(json.dumps({"run_ids": run_ids, "complete": False}))
+    with pytest.raises(ValueError, match=r"manifest.json: run_ids must be 16 hex digits"):
+        results.load(d)

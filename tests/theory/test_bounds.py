@@ -368,11 +368,11 @@ INVALID = [
      "K_t must be 0 or >= 1"),
     (theory.variable_echo_lr, dict(beta=1, rho=1, D=1, B=1, K_t=[0.99]), "K_t must be 0 or >= 1"),
     (theory.variable_echo_bound, dict(beta=[1, 2, 3], rho=1, D=1, B=1, K_t=np.ones((2, 5))),
-     r"K_t has shape \(2, 5\): its leading axes \(2,\).*beta\(3,\)"),
+     r"do not broadcast.*beta of shape \(3,\).*K_t of shape \(2,\)"),
     (theory.variable_echo_bound, dict(beta=1, rho=1, D=1, B=1, K_t=np.ones((2, 5)), lr=[0.1] * 3),
-     r"K_t has shape \(2, 5\).*lr\(3,\)"),
+     r"do not broadcast.*K_t of shape \(2,\).*lr of shape \(3,\)"),
     (theory.variable_echo_lr, dict(beta=1, rho=1, D=1, B=[1, 2, 4], K_t=np.ones((2, 5))),
-     r"K_t has shape \(2, 5\).*B\(3,\)"),
+     r"do not broadcast.*B of shape \(3,\).*K_t of shape \(2,\)"),
     (theory.variable_echo_bound, dict(beta=2, rho=1, D=1, B=1, K_t=[1], lr=1.0), r"lr must be in \(0, 1/beta\]"),
     (theory.variable_echo_lr, dict(beta=0, rho=1, D=1, B=1, K_t=[1]), "beta must be positive"),
 ]
@@ -475,3 +475,21 @@ def test_strongly_convex_broadcasts_and_validates():
     ]:
         with pytest.raises(ValueError, match=message):
             fn(**{**good, **bad})
+
+
+@pytest.mark.parametrize("call, names", [
+    (lambda: theory.echoed_gd_bound(beta=1, rho=1, D=1, B=np.ones(2), T=np.ones(3), K=1), ["B of shape (2,)", "T of shape (3,)"]),
+    (lambda: theory.variable_echo_bound(1, 1, 1, np.ones(3), np.ones((2, 3))), ["B of shape (3,)", "K_t of shape (2,)"]),
+    (lambda: theory.variable_echo_bound(1, 1, 1, 4, np.ones((2, 3)), lr=np.full(3, 0.1)), ["K_t", "lr of shape (3,)"]),
+    (lambda: theory.echo_speedup([1, 2], [1, 2, 3]), ["R of shape (2,)", "e of shape (3,)"]),
+])
+def test_a_broadcasting_mismatch_names_the_arguments_and_their_shapes(call, names):
+    with pytest.raises(ValueError) as err:
+        call()
+    assert "do not broadcast" in str(err.value) and all(n in str(err.value) for n in names)
+
+
+def test_a_2d_K_t_holds_one_series_per_row():
+    rows = theory.variable_echo_bound(1.0, 1.0, 1.0, 64, np.array([[4] * 100, [1, 7] * 50]))
+    np.testing.assert_allclose(rows, [theory.variable_echo_bound(1.0, 1.0, 1.0, 64, [4] * 100),
+                                      theory.variable_echo_bound(1.0, 1.0, 1.0, 64, [1, 7] * 50)], rtol=1e-15)
