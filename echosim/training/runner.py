@@ -17,8 +17,9 @@ from echosim.training.codes import LOSS_CODES
 from echosim.training.optimizers import EchoedGD, EchoedNesterov, EchoedSGD, Optimizer, learning_rates
 from echosim.training.problems import BATCHES_PER_BLOCK, STREAM_OPTIMIZER, Problem, block_rng
 
-CHUNK_BYTES = 8 << 20
-"""Target size of the batch data generated at once."""
+CHUNK_BYTES = 1 << 20
+"""Target size of the batch data generated at once (at least one block): small enough that
+the kernel reads the batches from cache right after they are drawn."""
 
 AUTO_LOG_ALL = 1000
 """With log="auto", runs up to this many batches log every batch; longer ones log-spaced."""
