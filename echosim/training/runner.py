@@ -405,7 +405,7 @@ class _ExampleFeed:
 
 
 def compile_kernels(dtypes=("float64",)) -> None:
-    """Compile (or load from Numba's cache) the optimizer kernel for `dtypes`.
+    """Compile (or load from Numba's cache) the optimizer kernels and batch draws for `dtypes`.
 
     Call it once in a parent process before starting workers, so that forked
     workers inherit the compiled code instead of compiling it again each.
@@ -415,3 +415,4 @@ def compile_kernels(dtypes=("float64",)) -> None:
     problem = LeastSquares(dim=1)
     for dtype in dtypes:
         run(problem, EchoedGD(0.0), batch_size=1, echo=1, n_batches=1, dtype=dtype)
+        run_many(problem, [EchoedGD(0.0), EchoedGD(0.0)], batch_size=1, echo=1, n_batches=1, dtype=dtype)
