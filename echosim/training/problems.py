@@ -186,6 +186,35 @@ class _SyntheticDesign:
         else:
             self.eigenvalues = np.arange(1, self._dim + 1, dtype=np.float64) ** -self.decay
 
+    def batches(self, seed: int, start: int, stop: int, batch_size: int, dtype=np.float64):
+        """Fresh batches start..stop−1 as X (n, B, dim), y (n, B); start must be block-aligned.
+
+        Drawn in compiled code from the same block generators, in the same order, as
+        `Problem.batches` draws them through `sample` (see `echosim.training.sampling`).
+        """
+        from echosim.training import sampling  # compiles on first use, not at import
+
+        if start % BATCHES_PER_BLOCK:
+            raise ValueError(f"start must be a multiple of {BATCHES_PER_BLOCK}, got {start}")
+        n, d = stop - start, self.n_features
+        X = np.empty((n, batch_size, d), dtype=dtype)
+        y = np.empty((n, batch_size), dtype=dtype)
+        if self.loss == "logistic":
+            kind, noise_scale = sampling.LABELS_LOGISTIC, 0.0
+        elif self.noise == "gaussian":
+            kind, noise_scale = sampling.NOISE_GAUSSIAN, self.noise_std
+        else:
+            kind, noise_scale = sampling.NOISE_UNIFORM, self.noise_std * math.sqrt(3.0)
+        radius = self.radius if self.design == "sphere" else 0.0
+        scale = np.sqrt(self.eigenvalues)
+        for first in range(start, stop, BATCHES_PER_BLOCK):
+            m = min(BATCHES_PER_BLOCK, stop - first)
+            state = sampling.pcg64_state(block_rng(seed, STREAM_DATA, first // BATCHES_PER_BLOCK).bit_generator)
+            sampling.draw_block(state, BATCHES_PER_BLOCK, m, batch_size, scale, radius, self.w_star, kind,
+                                noise_scale, X[first - start : first - start + m],
+                                y[first - start : first - start + m])
+        return X, y
+
     def _draw_x(self, rng, n):
         z = rng.standard_normal((n, self._dim))
         if self.design == "sphere":

@@ -240,3 +240,34 @@ def test_a_number_or_array_of_k_goes_through_the_pipeline_layers_schedule():
     assert a.time is None and b.time is None
     with pytest.raises(ValueError, match="log_unit"):
         run(LS, EchoedGD(0.1), batch_size=8, echo=3, n_batches=20, log_unit="epoch")
+
+
+@pytest.mark.parametrize("make, problem", [
+    (EchoedGD, LeastSquares(dim=5, decay=1.0)),
+    (EchoedGD, Logistic(dim=4, radius=2.0)),
+    (lambda lr: EchoedNesterov(lr, momentum=0.5), LeastSquares(dim=3)),
+    (lambda lr: EchoedProx(lr, lam=0.5), LOGI),
+    (lambda lr: EchoedSGD(lr, sub_batch=3), Logistic(dim=3)),
+    (EchoedGD, SOFTMAX),
+], ids=["gd-ls", "gd-logistic", "nesterov", "prox-dataset", "sgd", "softmax-loop"])
+def test_run_many_equals_one_run_per_learning_rate(make, problem, monkeypatch):
+    monkeypatch.setattr(experiment, "CHUNK_BYTES", 1)  # several kernel calls: state must carry over
+    # ηβ < 2 (stable: rounding differences do not grow), and on least squares one η that diverges
+    lrs = [0.0, 0.05, 0.3, 1.5] + ([40.0] if problem.loss == "squared" else [])
+    K = np.random.default_rng(1).integers(1, 4, size=45)
+    kw = dict(batch_size=8, echo=K, seed=3, log="all")
+    many = echosim.run_many(problem, [make(lr) for lr in lrs], **kw)
+    for lr, got in zip(lrs, many):
+        want = run(problem, make(lr), **kw)
+        assert (got.status, got.diverged_at, got.info) == (want.status, want.diverged_at, want.info)
+        for name in ("batches", "steps"):
+            np.testing.assert_array_equal(getattr(got, name), getattr(want, name))
+        for name in ("risk", "risk_avg", "risk_end_avg", "w", "w_avg"):
+            np.testing.assert_allclose(getattr(got, name), getattr(want, name), rtol=1e-12, atol=1e-15)
+
+
+def test_run_many_refuses_optimizers_that_differ_beyond_the_learning_rate():
+    with pytest.raises(ValueError, match="differing only in lr"):
+        echosim.run_many(LS, [EchoedGD(0.1), EchoedNesterov(0.1)], batch_size=4, n_batches=2)
+    with pytest.raises(ValueError, match="differing only in lr"):
+        echosim.run_many(LS, [EchoedProx(0.1, lam=1.0), EchoedProx(0.1, lam=2.0)], batch_size=4, n_batches=2)
