@@ -334,3 +334,18 @@ def test_a_tuned_lr_at_the_edge_of_its_grid_extends_the_grid_until_bracketed(tmp
                                      "sweep": {"n_batches": 150, "repetitions": 2, "lr_extend": 0}}),
                        out=tmp_path / "capped", workers=1, progress=False)
     assert (capped.tuned["lr_edge"] == "high").all()  # without extension the edge is flagged
+
+
+def test_the_default_sweep_shows_both_regimes_with_every_tuned_lr_inside_its_grid(tmp_path):
+    from echosim.experiments.config import default_config
+
+    rep = run_sweep(default_config(quick=True), out=tmp_path, workers=2, progress=False)
+    t = rep.tuned.set_index(["optimizer.batch_size", "optimizer.echo"])
+    assert (t["lr_edge"] == "").all() and t["optimizer.lr"].notna().all()  # a tuned lr, interior to its grid
+    small, large = t.loc[4], t.loc[2048]
+    # noise-dominated: fresh batches flat in K, tuned lr falling about as 1/K
+    assert small["conv_batches"].max() <= 1.25 * small["conv_batches"].min()
+    assert 4 <= small["optimizer.lr"].iloc[0] / small["optimizer.lr"].iloc[-1] <= 64  # K from 1 to 16
+    # curvature-dominated: echoing saves fresh batches (and wall-clock behind the R = 8 loader)
+    assert large["conv_batches"].iloc[-1] <= large["conv_batches"].iloc[0] / 4
+    assert large["conv_time"].loc[4] < large["conv_time"].loc[1] / 2
