@@ -181,31 +181,33 @@ def _bound(row, t):
 
 
 def bounds_vs_simulation_view(summary, curves, tuned) -> dict:
-    """Per method: the mean excess risk over seeds (and a 10–90% band) of the iterate its
-    bound is about, next to the bound with the run's own parameters at every t."""
+    """Per method (and batch size): the mean excess risk over seeds (and a 10–90% band)
+    of the iterate its bound is about, next to the bound with the run's own parameters
+    at every t. Minibatch SGD varies B, the echoed methods K."""
     panels = []
     for method in ("minibatch_sgd", "echoed_gd", "echoed_prox", "echoed_nesterov"):
-        rows = summary[summary["optimizer.method"] == method]
-        if not len(rows):
-            continue
-        vary = "optimizer.batch_size" if method == "minibatch_sgd" else "optimizer.echo"
-        items = []
-        for value, g in rows.groupby(vary, sort=True):
-            c = curves[curves["run_id"].isin(set(g["run_id"]))]
-            by_run = [c[c["run_id"] == rid] for rid in g["run_id"]]
-            x = by_run[0]["batches"].to_numpy(dtype=float)
-            Y = np.vstack([r[_OUTPUT[method]].to_numpy(dtype=float) for r in by_run])
-            keep = x > 0
-            label = f"B={int(value)}" if vary == "optimizer.batch_size" else f"K={int(value)}"
-            lo, hi = np.quantile(Y, BAND, axis=0)
-            items.append({
-                "median": {"x": x[keep], "y": Y.mean(axis=0)[keep], "y_low": lo[keep], "y_high": hi[keep],
-                           "n": len(by_run), "label": f"{label}: mean"},
-                "bound": {"x": x[keep], "y": np.asarray(_bound(g.iloc[0], x[keep]), dtype=float),
-                          "label": f"{label}: bound"}})
-        B = int(rows["optimizer.batch_size"].iloc[0])
-        title = _TITLES[method] + ("" if method == "minibatch_sgd" else f", B = {B}")
-        panels.append({"title": title, "curves": items})
+        rows_m = summary[summary["optimizer.method"] == method]
+        by_B = [(None, rows_m)] if method == "minibatch_sgd" else list(rows_m.groupby("optimizer.batch_size"))
+        for B, rows in by_B:
+            if not len(rows):
+                continue
+            vary = "optimizer.batch_size" if method == "minibatch_sgd" else "optimizer.echo"
+            items = []
+            for value, g in rows.groupby(vary, sort=True):
+                c = curves[curves["run_id"].isin(set(g["run_id"]))]
+                by_run = [c[c["run_id"] == rid] for rid in g["run_id"]]
+                x = by_run[0]["batches"].to_numpy(dtype=float)
+                Y = np.vstack([r[_OUTPUT[method]].to_numpy(dtype=float) for r in by_run])
+                keep = x > 0
+                label = f"B={int(value)}" if vary == "optimizer.batch_size" else f"K={int(value)}"
+                lo, hi = np.quantile(Y, BAND, axis=0)
+                items.append({
+                    "median": {"x": x[keep], "y": Y.mean(axis=0)[keep], "y_low": lo[keep], "y_high": hi[keep],
+                               "n": len(by_run), "label": f"{label}: mean"},
+                    "bound": {"x": x[keep], "y": np.asarray(_bound(g.iloc[0], x[keep]), dtype=float),
+                              "label": f"{label}: bound"}})
+            title = _TITLES[method] + ("" if B is None else f", B = {int(B)}")
+            panels.append({"title": title, "curves": items})
     return {"panels": panels, "T": int(summary["sweep.n_batches"].max()),
             "n_seeds": int(summary["repetition"].nunique()), "band": BAND}
 
@@ -214,7 +216,7 @@ def draw_bounds_vs_simulation(data: dict):
     """Four panels: median and band of the excess risk vs T, dashed bound in the same colour."""
     from echosim.plots.views import draw_overlay
 
-    fig, axes = _figure(4, 3.4, 3.3)
+    fig, axes = _figure(len(data["panels"]), 3.4, 3.3)
     colors = ("tab:blue", "tab:red", "tab:green", "tab:purple")
     for ax, p in zip(axes, data["panels"]):
         for c, color in zip(p["curves"], colors):

@@ -67,7 +67,7 @@ def test_figure_1_is_the_papers_protocol_per_batch_size(made):
 
 def test_figure_2_the_mean_over_seeds_stays_below_each_bound(made):
     data = view(made, "bounds_vs_simulation")
-    assert len(data["panels"]) == 4
+    assert len(data["panels"]) == 5
     for p in data["panels"]:
         for c in p["curves"]:
             m, b = c["median"], c["bound"]
