@@ -54,7 +54,7 @@ def test_make_figures_writes_every_png_and_its_tables_and_a_second_time_runs_not
 
 def test_figure_1_is_the_papers_protocol_per_batch_size(made):
     data = view(made, "convergence_vs_echo")
-    assert [p["B"] for p in data["panels"]] == [64, 1024]
+    assert [p["B"] for p in data["panels"]] == [8, 128]
     for p in data["panels"]:
         ok = np.isfinite(p["KT"])
         assert ok.any(), "the quick config converges somewhere"
