@@ -97,7 +97,7 @@ def main(argv=None) -> int:
         sweep.run_sweep(trivial, out=Path(d) / "a", workers=2, progress=False)
         trivial_s = (time.perf_counter() - t) / len(trivial.runs)
     one = trivial.runs[0]
-    run_only = _timeit(lambda: assemble._simulate_run(one), repeat=20)
+    run_only = _timeit(lambda: assemble.execute_run(one), repeat=20)
     machinery = parse_s + seed_s + write_s
     rows.append(("config validation + expansion, per run", f"{parse_s * 1e3:.3f} ms", ""))
     rows.append(("seed derivation + run id, per run", f"{seed_s * 1e3:.3f} ms", ""))

@@ -71,15 +71,8 @@ def _setting(spec):
     return problem, schedule, info, kwargs
 
 
-def _simulate_run(spec) -> tuple[dict, dict]:
-    from echosim.training.runner import run
-
-    problem, schedule, info, kwargs = _setting(spec)
-    traj = run(problem, build_optimizer(spec.optimizer), **kwargs)
-    return _result(problem, schedule, dict(info), traj, kwargs["batch_size"])
-
-
-def _result(problem, schedule, info, traj, B) -> tuple[dict, dict]:
+def _result(spec, problem, schedule, info, traj, B) -> tuple[dict, dict]:
+    """The summary fields and the curves of `spec`'s trajectory."""
     T = schedule.n_batches
     steps = np.asarray(traj.steps, dtype=np.int64)
     t = np.full(len(steps), np.nan) if traj.time is None else np.asarray(traj.time, dtype=np.float64)
@@ -126,19 +119,17 @@ def execute_run(spec) -> dict:
     """Run one spec; returns ``{"summary": row dict, "curves": dict of arrays or None}``.
 
     Never raises for a run's own errors: an exception gives status "failed" and its
-    message in ``error`` (and no curves).
+    message in ``error`` (and no curves). The same path as `execute_group` (a group of
+    one), so a run's result does not depend on the runs it was computed with.
     """
-    t0 = time.perf_counter()
+    return execute_group([spec])[0]
+
+
+def _failed(spec, exc, elapsed: float) -> dict:
     row = spec.params()
-    curves = None
-    try:
-        info, curves = _simulate_run(spec)
-        row.update(info)
-    except Exception as exc:  # noqa: BLE001 - a failed run is data, not a crash
-        row.update(status="failed", error=_one_line(exc))
-    row["elapsed_s"] = time.perf_counter() - t0
+    row.update(status="failed", error=_one_line(exc), elapsed_s=elapsed)
     row.update(store.provenance())
-    return {"summary": row, "curves": curves}
+    return {"summary": row, "curves": None}
 
 
 def group_key(spec) -> str:
@@ -164,29 +155,33 @@ def execute_group(specs) -> list[dict]:
     with every learning rate advanced in one pass over the common batches
     (`echosim.training.runner.run_many`).
 
-    The payloads equal those of `execute_run` (curves to rtol 1e-12 where ηβ < 2,
-    everything else exactly) except ``elapsed_s``: the group's time, split evenly.
-    A group that fails to build as a whole falls back to one run at a time, so each
-    run records its own error.
+    Each payload is bitwise what the spec gives alone (`run_many`'s columns do not
+    depend on each other) except ``elapsed_s``: the group's time, split evenly. A group
+    that fails as a whole falls back to one run at a time, so each run records its own
+    error.
     """
     from echosim.training.runner import run_many
 
     specs = list(specs)
-    if len(specs) <= 1:
-        return [execute_run(s) for s in specs]
-    if len({group_key(s) for s in specs}) != 1:
+    if len({group_key(s) for s in specs}) > 1:
         raise ValueError("execute_group: the specs differ in more than the learning rate")
     t0 = time.perf_counter()
     try:
         optimizers = [build_optimizer(s.optimizer) for s in specs]
         problem, schedule, info, kwargs = _setting(specs[0])
         trajs = run_many(problem, optimizers, **kwargs)
-        results = [_result(problem, schedule, dict(info), traj, kwargs["batch_size"]) for traj in trajs]
-    except Exception:  # noqa: BLE001 - let each run record its own failure
-        return [execute_run(s) for s in specs]
+    except Exception as exc:  # noqa: BLE001 - a failed run is data, not a crash
+        if len(specs) == 1:
+            return [_failed(specs[0], exc, time.perf_counter() - t0)]
+        return [payload for s in specs for payload in execute_group([s])]  # each run records its own error
     elapsed = (time.perf_counter() - t0) / len(specs)
     payloads = []
-    for spec, (info_i, curves) in zip(specs, results):
+    for spec, traj in zip(specs, trajs):
+        try:
+            info_i, curves = _result(spec, problem, schedule, dict(info), traj, kwargs["batch_size"])
+        except Exception as exc:  # noqa: BLE001
+            payloads.append(_failed(spec, exc, elapsed))
+            continue
         row = spec.params()
         row.update(info_i)
         row["elapsed_s"] = elapsed

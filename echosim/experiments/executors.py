@@ -2,7 +2,10 @@
 their parent) or on a Dask cluster, and yield each payload as it finishes; progress.
 
 Workers only compute: the sweep's process writes every result to the store, so
-workers need no shared disk and a killed worker never leaves half a file.
+workers need no shared disk and a killed worker never leaves half a file. The unit
+of work is a group of runs that differ only in the learning rate
+(`echosim.experiments.assemble.execute_group`): their fresh batches are generated and
+read once for all of them, and each run's result is the same as alone.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import time
 from collections.abc import Iterator
 
 from echosim.experiments import store
-from echosim.experiments.assemble import _one_line, _warm_all, execute_run
+from echosim.experiments.assemble import _one_line, _warm_all, execute_group, group_by_learning_rate
 
 __all__ = ["SweepError", "Progress", "default_workers", "serial", "local", "dask"]
 
@@ -106,10 +109,17 @@ def _die_with_parent(parent: int) -> None:
         threading.Thread(target=watch, daemon=True).start()
 
 
+def _tasks(pending) -> list[list]:
+    """Groups of runs that share everything but the learning rate, biggest first."""
+    groups = group_by_learning_rate(pending)
+    groups.sort(key=lambda g: -g[0].optimizer["batch_size"] * g[0].run.get("n_batches", 1) * len(g))
+    return groups
+
+
 def serial(pending) -> Iterator[dict]:
     """Run every spec in this process."""
-    for spec in pending:
-        yield execute_run(spec)
+    for group in _tasks(pending):
+        yield from execute_group(group)
 
 
 def local(pending, workers: int) -> Iterator[dict]:
@@ -122,27 +132,27 @@ def local(pending, workers: int) -> Iterator[dict]:
     ctx = multiprocessing.get_context(method)
     with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_die_with_parent,
                              initargs=(os.getpid(),)) as pool:
-        # keep a bounded number of runs in flight so an interrupt loses little
-        it = iter(pending)
+        # keep a bounded number of groups in flight so an interrupt loses little
+        it = iter(_tasks(pending))
         inflight = {}
         try:
             while True:
-                while len(inflight) < 4 * workers:
-                    spec = next(it, None)
-                    if spec is None:
+                while len(inflight) < 2 * workers:
+                    group = next(it, None)
+                    if group is None:
                         break
-                    inflight[pool.submit(execute_run, spec)] = spec
+                    inflight[pool.submit(execute_group, group)] = group
                 if not inflight:
                     break
                 done, _ = wait(inflight, return_when=FIRST_COMPLETED)
                 for fut in done:
                     inflight.pop(fut)
                     try:
-                        payload = fut.result()
+                        payloads = fut.result()
                     except BrokenProcessPool as exc:
                         raise SweepError("a worker process died (out of memory or killed); finished runs "
                                          "are saved, re-run the same command to resume") from exc
-                    yield payload
+                    yield from payloads
         finally:
             for fut in inflight:
                 fut.cancel()
@@ -160,16 +170,18 @@ def dask(pending, scheduler: str) -> Iterator[dict]:
         raise ValueError(f"cannot connect to the Dask scheduler at {scheduler!r}: {exc}") from None
     try:
         client.run(_warm_all)
-        futures = client.map(execute_run, pending, key=[f"echosim-run-{s.run_id}" for s in pending])
-        by_key = {f.key: s for f, s in zip(futures, pending)}
+        groups = _tasks(pending)
+        futures = client.map(execute_group, groups, key=[f"echosim-group-{g[0].run_id}" for g in groups])
+        by_key = {f.key: g for f, g in zip(futures, groups)}
         for fut in as_completed(futures, loop=client.loop):
-            spec = by_key[fut.key]
             try:
-                payload = fut.result()
+                payloads = fut.result()
             except Exception as exc:  # noqa: BLE001 - worker lost etc.
-                row = spec.params()
-                row.update(status="failed", error=_one_line(exc), elapsed_s=math.nan, **store.provenance())
-                payload = {"summary": row, "curves": None}
-            yield payload
+                payloads = []
+                for spec in by_key[fut.key]:
+                    row = spec.params()
+                    row.update(status="failed", error=_one_line(exc), elapsed_s=math.nan, **store.provenance())
+                    payloads.append({"summary": row, "curves": None})
+            yield from payloads
     finally:
         client.close()

@@ -28,7 +28,6 @@ import re
 import math
 import os
 import platform
-import re
 from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from echosim.experiments import store
-from echosim.experiments.assemble import _log_every, execute_run, warm_up
+from echosim.experiments.assemble import _log_every, execute_run, group_by_learning_rate, warm_up
 from echosim.pipeline.schedule import mean_batch_time
 from echosim.experiments import executors
 from echosim.experiments.executors import Progress, default_workers
@@ -162,7 +162,7 @@ def run_sweep(config: SweepConfig, out=None, *, workers: int | None = None, sche
                 return
             if not counter["new"]:
                 counter["compile"] = warm_up(config) if scheduler is None else 0.0
-            used = 0 if scheduler is not None else min(workers, len(pending))
+            used = 0 if scheduler is not None else min(workers, len(group_by_learning_rate(pending)))
             counter["workers"] = max(counter["workers"], used)
             if scheduler is not None:
                 finished = executors.dask(pending, scheduler)

@@ -210,8 +210,11 @@ def run_many(problem: Problem, optimizers, *, batch_size: int, echo=1, n_batches
     kernel (`echosim.training.kernel.echo_chunk_many`) advances all L iterates on
     each batch while it is in cache, in a matrix-matrix shape. Each Trajectory
     equals that of ``run(problem, optimizer, ...)`` up to rounding (rtol 1e-12 in
-    the tests): the margins are summed in another order. The softmax loss runs
-    one optimizer at a time.
+    the tests): the margins are summed in another order. A column's arithmetic does
+    not depend on the other columns, so each Trajectory is bitwise the same whatever
+    learning rates share the call (a group of one included): sweeps run every spec
+    through here, so results never depend on how runs were grouped. The softmax loss
+    runs one optimizer at a time.
     """
     optimizers = list(optimizers)
     if not optimizers or not all(isinstance(o, Optimizer) for o in optimizers):
@@ -222,7 +225,7 @@ def run_many(problem: Problem, optimizers, *, batch_size: int, echo=1, n_batches
             raise ValueError(f"run_many needs one method differing only in lr; got {first!r} and {o!r}")
     kwargs = dict(batch_size=batch_size, echo=echo, n_batches=n_batches, seed=seed, dtype=dtype, log=log,
                   log_unit=log_unit, w0=w0)
-    if not isinstance(problem, Problem) or problem.loss == "softmax" or len(optimizers) == 1:
+    if not isinstance(problem, Problem) or problem.loss == "softmax":
         return [run(problem, o, **kwargs) for o in optimizers]
     setups = [_prepare(problem, o, batch_size, echo, n_batches, seed, dtype, log, log_unit, w0) for o in optimizers]
     from echosim.training.kernel import echo_chunk_many  # compiles on first use, not at import

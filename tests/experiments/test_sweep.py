@@ -128,21 +128,21 @@ def test_a_second_sweep_on_the_same_directory_is_told_it_is_busy(tiny_conf, tmp_
 
 def test_a_failed_run_is_recorded_not_cached_and_retried(tiny_conf, tmp_path, monkeypatch):
     victim = tiny_conf.runs[2].run_id
-    real = assemble._simulate_run
+    real = assemble._result
 
-    def flaky(spec):
+    def flaky(spec, *args):
         if spec.run_id == victim:
             raise RuntimeError("injected failure\nsecond line")
-        return real(spec)
+        return real(spec, *args)
 
-    monkeypatch.setattr(assemble, "_simulate_run", flaky)
+    monkeypatch.setattr(assemble, "_result", flaky)
     rep = run_sweep(tiny_conf, out=tmp_path, workers=1, progress=False)
     row = rep.summary.set_index("run_id").loc[victim]
     assert row["status"] == "failed" and row["error"] == "RuntimeError: injected failure second line"
     assert row["conv_batches"] == math.inf and rep.counts["failed"] == 1
     store = results.Store()
     assert victim not in store.finished() and store.failure(victim)["error"].startswith("RuntimeError")
-    monkeypatch.setattr(assemble, "_simulate_run", real)
+    monkeypatch.setattr(assemble, "_result", real)
     again = run_sweep(tiny_conf, out=tmp_path, workers=1, progress=False)
     assert again.n_new == 1 and again.counts["failed"] == 0
     assert results.Store().failure(victim) is None
