@@ -229,7 +229,7 @@ def draw_bounds_vs_simulation(data: dict):
     axes[0].set_ylabel("excess risk F(ŵ) − F*")
     fig.suptitle(f"simulation (mean, band {round(100 * data['band'][0])}–{round(100 * data['band'][1])}% over "
                  f"{data['n_seeds']} seeds) vs theory bound on the mean (dashed); each method at its bound's step "
-                 f"size for T = {data['T']}", fontsize=9)
+                 f"size for its horizon T", fontsize=9)
     return fig
 
 
