@@ -61,6 +61,10 @@ def run_config(data: dict, workers: int, out=None):
         return conf, run_sweep(conf, out=d, workers=workers, progress=False)
 
 
+_MAX_BUDGET = 64_000
+"""Fresh batches beyond which the sync baseline's budget is no longer doubled (form (a))."""
+
+
 def _initial_budget(B: int) -> int:
     return int(max(40, min(4000, 6000 / math.sqrt(B))))
 
@@ -144,6 +148,14 @@ def validate_problem(pconf: dict):
     return _probe(pconf)
 
 
+def _quantile(x, q: float) -> float:
+    """np.quantile that lets +inf (never reached) through instead of giving NaN."""
+    x = np.asarray(x, dtype=float)
+    big = np.finfo(float).max / 4
+    v = float(np.quantile(np.where(np.isinf(x), big, x), q))
+    return math.inf if v >= big / 2 else v
+
+
 def _service_table(dist) -> dict:
     from echosim.experiments.specs import _jsonable
 
@@ -198,7 +210,7 @@ def run_candidates(cands, pconf, ctx, target, processes, results):
             if r["n_converged"] * 2 > r["n_seeds"] and math.isfinite(r["conv_time"]):
                 T1 = float(r["conv_batches"])
                 break
-            if budget * 2 > 64_000:
+            if budget * 2 > _MAX_BUDGET:
                 T1 = math.inf
                 break
             budget *= 2
@@ -237,7 +249,7 @@ def run_candidates(cands, pconf, ctx, target, processes, results):
                      batches_to_target=float(np.median(conv_b)) if math.isfinite(lr_star) else math.inf,
                      steps_to_target=float(np.median(conv_k)) if math.isfinite(lr_star) else math.inf,
                      wall_clock_to_target=float(np.median(conv_t)) if math.isfinite(lr_star) else math.inf,
-                     wall_clock_low=float(np.quantile(conv_t, 0.1)), wall_clock_high=float(np.quantile(conv_t, 0.9)),
+                     wall_clock_low=_quantile(conv_t, 0.1), wall_clock_high=_quantile(conv_t, 0.9),
                      utilization=float(np.median(conv_k[ok] * step_mean / conv_t[ok])) if ok.any() else math.nan,
                      throughput=float(np.median(rows["schedule.throughput"])), budget=n_budget)
             if t["lr_edge"]:

@@ -135,6 +135,8 @@ def parse_service_time(spec, name: str) -> ServiceTime:
                          f"({', '.join(_TIME_PARAMS)}, e.g. 'gamma(mean=80ms, cv=0.5)') or a trace "
                          "('trace(file.csv, unit=ms)')")
     family, body = m.group(1).lower(), m.group(2)
+    if family != "trace" and family not in _TIME_PARAMS:
+        raise ValueError(f"{name}: unknown distribution {family!r}; allowed: {', '.join(_TIME_PARAMS)}, trace")
     raw: dict = {}
     pos = 0
     for arg in _split_args(body):
