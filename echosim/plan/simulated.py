@@ -41,10 +41,20 @@ def problem_config(problem) -> dict:
 
 
 def lr_grid_for(problem_obj, decades: float = 3.5, per_decade: int = 4) -> dict:
-    """A log grid from 8/β down `decades` decades. β is the worst-case smoothness; the
-    curvature the iterates meet is smaller (for logistic losses by the factor σ'(margin)),
-    so the largest stable step lies above 2/β, and the grid reaches a little beyond it."""
+    """A log grid from 8/β down `decades` decades.
+
+    β is the problem's smoothness: for a finite data set the exact bound on the
+    Hessian, λ_max(XᵀX/n)·c + l2 (c = 1/4 for the logistic loss, 1 for the squared
+    loss), otherwise the worst-case constant of ``problem.constants()``. The curvature
+    the iterates meet is smaller still (for logistic losses by σ'(margin)), so the
+    largest stable step lies above 2/β, and the grid reaches a little beyond it.
+    """
     beta = float(problem_obj.constants()["beta"])
+    X = getattr(problem_obj, "X", None)
+    loss = getattr(problem_obj, "loss", None)
+    if X is not None and loss in ("logistic", "squared"):
+        lam = float(np.linalg.eigvalsh(X.T @ X / X.shape[0]).max())
+        beta = lam * (0.25 if loss == "logistic" else 1.0) + float(getattr(problem_obj, "l2", 0.0))
     stop = 8.0 / beta
     return {"start": stop / 10 ** decades, "stop": stop, "per_decade": per_decade}
 
