@@ -27,11 +27,9 @@ import numpy as np
 
 from echosim.plan.timing import LoaderModel, as_loader, format_duration, parse_service_time
 
-__all__ = ["plan", "Plan", "POLICIES", "MODEL_ACCURACY"]
+__all__ = ["plan", "Plan", "POLICIES"]
 
 POLICIES = ("sync", "fixed", "greedy")
-MODEL_ACCURACY = ("measured against simulation by benchmarks/bench_plan_model.py; see "
-                  "docs/background/plan-model.md")
 _BAND = (0.1, 0.9)
 
 
@@ -213,7 +211,7 @@ def _num(v) -> str:
 # --------------------------------------------------------------------------- plan
 
 
-def plan(loader, step_time, *, batch_size, problem=None, steps_to_target=None, model: str = "bound",
+def plan(loader, step_time, *, batch_size, problem=None, steps_to_target=None, model: str | None = None,
          workers=1, prefetch: int = 2, policies=POLICIES, echoes=None, max_echo: int = 64,
          target: float = 0.002, seeds: int = 5, accelerator_price=None, worker_price=None, seed: int = 0,
          processes: int = 2, results=None) -> Plan:
@@ -234,8 +232,9 @@ def plan(loader, step_time, *, batch_size, problem=None, steps_to_target=None, m
         ``[problem]`` table. T(K) is simulated with tuned learning rates.
     steps_to_target : mapping B -> steps, optional
         Form (b): optimizer steps to the target without echoing, at two or more B.
-    model : "bound" or "mccandlish"
-        Form (b): the T(K, B) model.
+    model : "mccandlish" (default) or "bound"
+        Form (b): the T(K, B) model (see `echosim.plan.response`; the default is the one
+        that predicted simulation better in benchmarks/bench_plan_model.py).
     workers : int or list of int
         Loader workers W; several values compare echoing with adding workers.
     prefetch : int
@@ -291,7 +290,9 @@ def plan(loader, step_time, *, batch_size, problem=None, steps_to_target=None, m
     if steps_to_target is not None:
         from echosim.plan.response import fit_response
 
-        response = fit_response(steps_to_target, model=model, seed=seed)
+        from echosim.plan.response import DEFAULT_MODEL
+
+        response = fit_response(steps_to_target, model=DEFAULT_MODEL if model is None else model, seed=seed)
     else:
         from echosim.plan.simulated import problem_config, validate_problem
 
@@ -319,9 +320,12 @@ def plan(loader, step_time, *, batch_size, problem=None, steps_to_target=None, m
         _evaluate_model(cands, response, ctx)
         source = (f"form (b): fresh batches from the {response.describe()}, fitted to steps to target without "
                   f"echoing; wall-clock from {seeds} simulated loader runs per candidate")
-        notes.append("the T(K) model is an extrapolation from runs without echoing (accuracy "
-                     + MODEL_ACCURACY + "); simulate an echosim problem (problem=) or run the recommended "
-                     "K for real to confirm")
+        from echosim.plan.response import ACCURACY
+
+        notes.append("the T(K) model extrapolates from runs without echoing; " + ACCURACY + "; misses of 50% "
+                     "and more occur near the regime boundary and at large K, mostly optimistic (too few fresh "
+                     "batches): simulate an echosim problem (problem=) or run the recommended setting for real "
+                     "to confirm")
     else:
         source, more = _evaluate_simulated(cands, pconf, ctx, target, processes, results)
         notes.extend(more)

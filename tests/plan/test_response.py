@@ -43,7 +43,7 @@ def test_uncertainty_from_repeats_covers_the_truth():
     S, E = 80.0, 5e4
     data = {B: list(float(predict_batches("bound", S, E, 1, B)) * np.exp(rng.normal(0, 0.05, 6)))
             for B in (32, 256, 2048)}
-    fit = fit_response(data, n_draws=300)
+    fit = fit_response(data, model="bound", n_draws=300)
     assert "repeated" in fit.uncertainty
     lo, hi = np.quantile(fit.draws, [0.01, 0.99], axis=0)
     assert lo[0] < S < hi[0] and lo[1] < E < hi[1]
