@@ -459,6 +459,9 @@ def _recommend(cands, reachable, priced: bool, load, step):
                        f"R = {R:.2g}), so it adapts to the loader's variability without choosing K")
         if rec["speedup_ceiling"] > 0:
             reason += f"; the theory's ceiling for it is {rec['speedup_ceiling']:.2g}x"
+        if rec["wall_clock_high"] >= base["wall_clock_to_target"]:
+            reason += ("; but its 90% quantile is no better than the median without echoing, so the gain is "
+                       "within the run-to-run spread (more seeds would tell)")
     if priced:
         reason += f"; cost {rec['cost']:.4g} per run (sync at 1x: {base.get('cost', math.nan):.4g})"
     return rec, reason
