@@ -1,6 +1,7 @@
 """Accuracy of the planner's T(K) models against simulation (run on demand, not in CI).
 
-    python benchmarks/bench_plan_model.py                    # simulate, then score (~10 min on 2 cores)
+    python benchmarks/bench_plan_model.py                    # simulate, then score (12 min on a busy 2-core machine)
+    python benchmarks/bench_plan_model.py --quick            # 3 B x 4 K per problem
     python benchmarks/bench_plan_model.py --table t.csv      # keep the simulated table
     python benchmarks/bench_plan_model.py --from-table t.csv # score a kept table again
 
@@ -96,9 +97,13 @@ def main(argv=None) -> int:
     ap.add_argument("--rtol", type=float, default=0.002)
     ap.add_argument("--window", type=int, default=3)
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--quick", action="store_true",
+                    help="B in 16, 256, 4096 and K in 1, 4, 16, 64 only (about a fifth of the work)")
     ap.add_argument("--table", help="write the simulated table to this CSV")
     ap.add_argument("--from-table", help="score this CSV instead of simulating")
     args = ap.parse_args(argv)
+    if args.quick:
+        args.batch_sizes, args.echoes = [16, 256, 4096], [1, 4, 16, 64]
     import pandas as pd
 
     from echosim.plan.response import MODELS
@@ -113,7 +118,9 @@ def main(argv=None) -> int:
           f"target rtol={args.rtol:g}, window={args.window}; lr tuned per (B, K); {args.seeds} seeds\n")
     print("| model | fitted on (K = 1) | n | T(K,B) median err | T(K,B) 90th pct | speedup median err | speedup 90th pct |")
     print("|---|---|---|---|---|---|---|")
-    for label, sizes in (("all B", None), (f"2 B ({PAIR[0]}, {PAIR[1]})", PAIR)):
+    sizes_run = sorted(int(b) for b in df.B.unique())
+    pair = PAIR if all(b in sizes_run for b in PAIR) else tuple(sizes_run[:2])
+    for label, sizes in (("all B", None), (f"2 B ({pair[0]}, {pair[1]})", pair)):
         for model, (eT, eS) in score(df, MODELS, sizes).items():
             print(f"| {model} | {label} | {eT.size} | {np.median(eT):.0%} | {np.quantile(eT, 0.9):.0%} | "
                   f"{np.median(eS):.0%} | {np.quantile(eS, 0.9):.0%} |")

@@ -278,6 +278,8 @@ def plan(loader, step_time, *, batch_size, problem=None, steps_to_target=None, m
         raise ValueError(f"seeds: expected an integer in 1..100, got {seeds!r}")
     if not (isinstance(target, numbers.Real) and math.isfinite(target) and target > 0):
         raise ValueError(f"target: expected a relative tolerance > 0 (loss <= (1 + target) F*), got {target!r}")
+    if isinstance(processes, bool) or not isinstance(processes, numbers.Integral) or processes < 1:
+        raise ValueError(f"processes: expected an integer >= 1, got {processes!r}")
     acc_price = _price(accelerator_price, "accelerator_price")
     wrk_price = _price(worker_price, "worker_price")
     if (problem is None) == (steps_to_target is None):

@@ -101,6 +101,8 @@ def test_unreachable_target_is_bad_input(monkeypatch):
     ({"problem": "logistic", "target": 0}, "^target"),
     ({"problem": "logistic", "accelerator_price": -1}, "^accelerator_price"),
     ({"problem": "logistic", "echoes": [0]}, "^echo"),
+    ({"problem": "logistic", "processes": 0}, "^processes"),
+    ({"problem": "logistic", "seeds": 0}, "^seeds"),
 ])
 def test_bad_input_names_the_argument(kw, match):
     kw = {"batch_size": 256, **kw}
