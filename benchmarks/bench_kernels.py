@@ -194,7 +194,7 @@ class Variants:
         status = self.echo_chunk(
             X, Y, np.full(T, self.K, dtype=np.int64), np.full(T, self.lr), np.zeros((0, 0), dtype=np.int64),
             self.codes.METHOD_GD, self.codes.LOSS_SQUARED, 0.0, -1.0, 0.0,
-            w, w_prev, avg_sum, end_sum, counters, log_at, log_w, log_avg, log_end)
+            w, w_prev, avg_sum, end_sum, counters, log_at, False, log_w, log_avg, log_end)
         if status != -1:
             raise RuntimeError(f"the kernel diverged at batch {status}: lower --lr")
         return log_w[0]

@@ -10,6 +10,7 @@ from echosim._version import __version__
 
 _EXPORTS = {
     "run": "echosim.training.runner",
+    "run_many": "echosim.training.runner",
     "Trajectory": "echosim.training.runner",
     "LeastSquares": "echosim.training.problems",
     "Logistic": "echosim.training.problems",

@@ -35,11 +35,11 @@ def _cmd_sweep(args) -> int:
     from echosim.experiments import sweep
     from echosim.experiments.executors import default_workers
 
-    conf = cfg.load_config(args.config, overrides=args.set or ())
+    conf = cfg.load_config(args.config, overrides=args.set or (), quick=args.quick)
     out = args.out if args.out is not None else conf.default_out()
     workers = default_workers() if args.workers is None else args.workers
     if args.dry_run:
-        est = sweep.estimate(conf, out=out, workers=workers)
+        est = sweep.estimate(conf, out=out, workers=workers, store_dir=args.store)
         print(f"{conf.name} ({conf.source}): {conf.describe()}")
         print(f"output: {out} ({est['n_runs'] - est['n_pending']} of {est['n_runs']} runs already finished)")
         where = f"the Dask cluster at {args.scheduler}" if args.scheduler else f"{est['workers']} local worker(s)"
@@ -48,8 +48,9 @@ def _cmd_sweep(args) -> int:
         print(f"estimate: {est['method']}")
         return 0
     report = sweep.run_sweep(conf, out=out, workers=workers, scheduler=args.scheduler,
-                             progress=not args.quiet, on_done=_log_run if args.verbose else None)
-    how = f"Dask at {args.scheduler}" if args.scheduler else f"{report.workers} worker(s)"
+                             progress=not args.quiet, on_done=_log_run if args.verbose else None,
+                             store_dir=args.store)
+    how = f"Dask at {args.scheduler}" if args.scheduler else f"{report.workers} worker process(es)"
     print(f"{conf.name}: {report.n_runs} runs ({report.n_new} run now, {report.n_resumed} resumed) "
           f"in {report.elapsed:.1f} s on {how}; kernels ready in {report.compile_seconds:.1f} s")
     c = report.counts
@@ -136,17 +137,63 @@ def _cmd_run(args) -> int:
     row = dict(payload["summary"])
     if payload["curves"] is not None:
         row.update(store._analysis(row, payload["curves"], conf.settings))
-    keys = [k for k in row if not k.startswith("version.")]
-    width = max(len(k) for k in keys)
-    for k in keys:
-        v = row[k]
-        if isinstance(v, float):
-            v = "never" if math.isinf(v) else f"{v:.6g}"
-        print(f"{k:>{width}}: {v}")
+    if args.json:
+        import json
+
+        clean = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in row.items()}
+        print(json.dumps(clean, indent=1, default=str))
+    elif args.verbose:
+        keys = [k for k in row if not k.startswith("version.")]
+        width = max(len(k) for k in keys)
+        for k in keys:
+            v = row[k]
+            if isinstance(v, float):
+                v = "never" if math.isinf(v) else f"{v:.6g}"
+            print(f"{k:>{width}}: {v}")
+    else:
+        for line in _run_summary(spec, row, conf.settings):
+            print(line)
     if row["status"] == "failed":
         print(f"echosim run: the run failed: {row['error']}", file=sys.stderr)
         return 1
     return 0
+
+
+def _run_summary(spec, row: dict, settings: dict) -> list[str]:
+    """A short, labelled account of one run (the full record: --verbose or --json)."""
+    opt = spec.optimizer
+    what = (f"{opt['method']} (lr={opt['lr']:g}, B={opt['batch_size']}, K={spec.echo if spec.echo is not None else 'greedy'}) "
+            f"on {spec.problem['kind']}" + (f" {spec.problem.get('name', '')}".rstrip()))
+    lines = [f"run {row['run_id']}: {what}, status {row['status']}"]
+    if row["status"] == "failed":
+        return lines
+    F = row["F_star"]
+    if settings.get("atol") is not None:
+        target = f"excess risk F(w) - F* <= {settings['atol']:g}"
+    else:
+        rtol = settings.get("rtol", 0.01)
+        target = f"loss <= (1 + {rtol:g}) F* = {(1 + rtol) * F:.6g}"
+    target += f", trailing mean of {settings.get('window', 10)} logged points, {settings.get('iterate', 'last')} iterate"
+    lines.append(f"  target:      {target}")
+    if row.get("converged"):
+        t = row.get("conv_time")
+        at_time = f", simulated time {t:.6g}" if isinstance(t, float) and math.isfinite(t) else ""
+        lines.append(f"  reached:     yes, after {row['conv_batches']:.0f} fresh batches, {row['conv_steps']:.0f} "
+                     f"steps{at_time}")
+    else:
+        why = f" (diverged at fresh batch {row['diverged_at']:.0f})" if row["status"] == "diverged" else ""
+        lines.append(f"  reached:     no, not within {row['n_batches']} fresh batches{why}")
+    last = " at the last point before it diverged" if row["status"] == "diverged" else ""
+    lines.append(f"  final risk:  {row['final_risk'] + F:.6g} (excess {row['final_risk']:.4g} over F* = {F:.6g}){last}")
+    lines.append(f"  steps:       {row['n_steps']} on {row['n_batches']} fresh batches (mean K {row['mean_echo']:.3g})")
+    t_end = row.get("final_time")
+    if isinstance(t_end, float) and math.isfinite(t_end):
+        step = (spec.pipeline or {}).get("step_time_mean", 1.0)
+        lines.append(f"  sim. time:   {t_end:.6g} time units (the config's unit: one optimizer step takes {step:g})")
+    else:
+        lines.append("  sim. time:   none (no [pipeline]: steps are not timed)")
+    lines.append("  (the full record: --verbose, or --json)")
+    return lines
 
 
 # --------------------------------------------------------------------------- plot
@@ -169,17 +216,23 @@ def _cmd_figures(args) -> int:
     from echosim.plots.figures import make_figures
 
     only = [n.strip() for n in args.only.split(",") if n.strip()] if args.only else None
-    files = make_figures(out_dir=args.out, quick=args.quick, only=only, workers=args.workers)
-    for path in files.values():
+    written, failed = make_figures(out_dir=args.out, quick=args.quick, only=only, workers=args.workers,
+                                   store_dir=args.store, docs=args.docs, progress=not args.quiet)
+    for path in written.values():
         print(path)
-    return 0
+    for name, reason in failed.items():
+        print(f"echosim figures: {name}: {reason}", file=sys.stderr)
+    return EXIT_BAD_INPUT if failed else 0
 
 
 _FIGURES_EXAMPLES = """\
 examples:
-  python -m echosim figures                      # every docs figure into docs/figures (~3 min on 2 cores)
-  python -m echosim figures --quick --out /tmp/f # tiny settings, for CI (~15 s)
-  python -m echosim figures --only speedup_vs_R,greedy_vs_fixed"""
+  python -m echosim figures                       # every docs figure, tables and PNGs in echosim-results/figures
+  python -m echosim figures --quick --out /tmp/f  # the small [quick] variants (CI, previews)
+  python -m echosim figures --only speedup_vs_R,greedy_vs_fixed
+  python -m echosim figures --docs                # maintainers: also rewrite docs/figures/*.png
+Each figure is a sweep (echosim/plots/figure_configs/<name>.toml): finished runs are
+reused from the run store, so running it again recomputes nothing."""
 
 
 # --------------------------------------------------------------------------- bounds
@@ -250,13 +303,45 @@ def _cmd_bounds(args) -> int:
     if missing:
         raise ValueError(f"{args.function}: missing " + ", ".join(f"--{m}" for m in missing))
     value = f(**kwargs)
-    arr = np.asarray(value, dtype=float)
-    if arr.ndim == 0:
-        print(f"{float(arr):.10g}")
-    else:
-        for v in arr.reshape(-1):
-            print(f"{v:.10g}")
+    what = _plain((inspect.getdoc(f) or args.function).splitlines()[0]).rstrip(".")
+    if args.function.endswith("_bound"):
+        what += " (it bounds the expected excess risk E[F(w)] − F* of the method's output)"
+    shown = ", ".join(f"{k}={_show_arg(v)}" for k, v in kwargs.items())
+    values = value if isinstance(value, tuple) else (value,)
+    arrays = [np.asarray(v, dtype=float) for v in values]
+    print(f"{args.function}({shown}): {what}")
+    if all(a.ndim == 0 for a in arrays):
+        print("  = " + ", ".join(f"{float(a):.10g}" for a in arrays))
+        return 0
+    varying = [k for k, v in kwargs.items() if np.ndim(v) > 0]
+    grid = np.broadcast_arrays(*[np.asarray(kwargs[k]) for k in varying]) if varying else []
+    for i in range(arrays[0].size):
+        where = ", ".join(f"{k}={float(g.reshape(-1)[i]):g}" for k, g in zip(varying, grid)) if grid and \
+            grid[0].size == arrays[0].size else f"[{i}]"
+        print(f"  {where}: " + ", ".join(f"{float(a.reshape(-1)[i]):.10g}" for a in arrays))
     return 0
+
+
+def _plain(text: str) -> str:
+    """A docstring's first line without LaTeX/RST markup, for a terminal."""
+    import re
+
+    text = text.replace("``", "")
+    text = re.sub(r"\\mathrm\{(\w+)\}", r"\1", text)
+    for a, b in ((r"\varepsilon", "ε"), (r"\beta", "β"), (r"\lambda", "λ"), (r"\gamma", "γ"),
+                 (r"\rho", "ρ"), (r"\eta", "η")):
+        text = text.replace(a, b)
+    return text.replace("$", "").replace("{", "").replace("}", "")
+
+
+def _show_arg(v) -> str:
+    import numpy as np
+
+    if v is None:
+        return "None"
+    if np.ndim(v) == 0:
+        return f"{float(v):g}"
+    return "[" + ",".join(f"{float(x):g}" for x in np.asarray(v).reshape(-1)) + "]"
 
 
 # --------------------------------------------------------------------------- info
@@ -529,12 +614,15 @@ def build_parser() -> argparse.ArgumentParser:
                         description="Run every run of a sweep config that has no result yet, merge the "
                         "results and print the tuned table.", epilog=_SWEEP_EXAMPLES, formatter_class=_Formatter)
     sw.add_argument("config", nargs="?", help="TOML config (default: the embedded Figure-2-style sweep)")
-    sw.add_argument("--out", help="results directory (default: echosim-results/<name>-<config hash>)")
+    sw.add_argument("--out", help="the sweep's tables (default: echosim-results/<name>-<config hash>)")
+    sw.add_argument("--store", help="where finished runs are kept and reused by any sweep "
+                    "(default: $ECHOSIM_STORE or echosim-results/store)")
     sw.add_argument("--workers", type=_positive_int, help="local worker processes (default: all cores)")
     sw.add_argument("--scheduler", metavar="ADDRESS", help="run on an existing Dask distributed cluster")
     sw.add_argument("--dry-run", action="store_true", help="print the number of runs and an estimated time")
     sw.add_argument("--set", action="append", metavar="KEY=VALUE",
                     help="override a config key (TOML value), e.g. optimizer.echo=[1,2]; repeatable")
+    sw.add_argument("--quick", action="store_true", help="apply the config's [quick] table: a small variant")
     sw.add_argument("--no-plot", action="store_true", help="do not write the figures")
     sw.add_argument("--quiet", action="store_true", help="no progress output")
     sw.add_argument("--verbose", action="store_true",
@@ -552,6 +640,8 @@ def build_parser() -> argparse.ArgumentParser:
     rn.add_argument("--n-batches", type=_positive_int, help="T (sweep.n_batches)")
     rn.add_argument("--lr", type=_nonneg_float, help="learning rate (optimizer.lr)")
     rn.add_argument("--seed", type=_nonneg_int, help="base seed (sweep.seed)")
+    rn.add_argument("--verbose", action="store_true", help="print the full record, one key per line")
+    rn.add_argument("--json", action="store_true", help="print the full record as JSON")
     rn.set_defaults(func=_cmd_run)
 
     pl = sub.add_parser("plot", help="figures from a results directory (PNG and PDF)",
@@ -563,13 +653,17 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("--format", default="png,pdf", help="comma-separated: png, pdf, svg (default png,pdf)")
     pl.set_defaults(func=_cmd_plot)
 
-    fg = sub.add_parser("figures", help="(re)generate every docs figure from the configs kept in the repo",
-                        description="Make the figures of docs/figures.md from echosim/plots/figure_configs/*.toml, "
-                        "offline.", epilog=_FIGURES_EXAMPLES, formatter_class=_Formatter)
-    fg.add_argument("--out", default="docs/figures", help="output directory (default: docs/figures)")
-    fg.add_argument("--quick", action="store_true", help="tiny settings (for CI): well under a minute")
+    fg = sub.add_parser("figures", help="make every docs figure: each is a sweep config plus a view",
+                        description="Run each figure's sweep (echosim/plots/figure_configs/*.toml), reusing "
+                        "finished runs from the store, and draw it.", epilog=_FIGURES_EXAMPLES,
+                        formatter_class=_Formatter)
+    fg.add_argument("--out", help="tables and PNGs (default: echosim-results/figures)")
+    fg.add_argument("--quick", action="store_true", help="each config's [quick] variant: small, for CI")
     fg.add_argument("--only", help="comma-separated figure names (default: all)")
-    fg.add_argument("--workers", type=_positive_int, help="processes for the heavy figure (default: 2)")
+    fg.add_argument("--workers", type=_positive_int, help="local worker processes (default: all cores)")
+    fg.add_argument("--store", help="the run store (default: $ECHOSIM_STORE or echosim-results/store)")
+    fg.add_argument("--docs", action="store_true", help="also write docs/figures/*.png (maintainers)")
+    fg.add_argument("--quiet", action="store_true", help="no progress output")
     fg.set_defaults(func=_cmd_figures)
 
     bd = sub.add_parser("bounds", help="evaluate a theory function, e.g. echoed_gd_bound",
@@ -626,6 +720,38 @@ def _nonneg_float(text: str) -> float:
     return _float(text, 0.0, False)
 
 
+def _os_error(exc: OSError) -> str:
+    """One line naming the path and the cause (and, for a full disk, that the store resumes)."""
+    import errno
+
+    paths = [p for p in (exc.filename, exc.filename2) if p is not None]
+    where = " -> ".join(repr(str(p)) for p in paths) or "(no path)"
+    cause = exc.strerror or type(exc).__name__
+    hint = {
+        errno.EEXIST: " (a file is in the way of a directory)",
+        errno.ENOTDIR: " (a parent of the path is a file, not a directory)",
+        errno.EROFS: " (choose a writable place with --out)",
+        errno.EACCES: " (no permission: choose another place with --out)",
+        errno.ENOSPC: ("; finished runs are saved and the store is resumable: free some space and "
+                       "re-run the same command"),
+        errno.EDQUOT: ("; finished runs are saved and the store is resumable: free some space and "
+                       "re-run the same command"),
+    }.get(exc.errno, "")
+    return f"{where}: {cause}{hint}"
+
+
+def _broken_pipe() -> int:
+    """The reader of stdout went away (`... | head`): stop quietly, as a killed pipe writer does."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # the interpreter's final flush must not fail again
+    except (OSError, ValueError):  # pragma: no cover - stdout without a file descriptor
+        pass
+    return 141  # 128 + SIGPIPE, what a shell reports for a writer killed by the pipe
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit status (0 ok, 1 runs failed, 2 bad input, 130 interrupted)."""
     parser = build_parser()
@@ -636,6 +762,11 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     try:
         return args.func(args)
+    except BrokenPipeError:
+        return _broken_pipe()
+    except OSError as exc:
+        print(f"echosim {args.command}: error: {_os_error(exc)}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     except ValueError as exc:  # ConfigError included: bad input, not a bug
         msg = " ".join(str(exc).split())
         print(f"echosim {args.command}: error: {msg}", file=sys.stderr)

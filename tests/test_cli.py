@@ -1,5 +1,10 @@
 """The command line in-process: every subcommand, --help everywhere, and bad input → one line, exit 2."""
 
+import errno
+import io
+import json
+import os
+import sys
 import textwrap
 
 import pytest
@@ -33,9 +38,15 @@ def tiny(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def swept(tiny, tmp_path_factory):
+def cli_store(tmp_path_factory):
+    return tmp_path_factory.mktemp("cli-store")
+
+
+@pytest.fixture(scope="module")
+def swept(tiny, cli_store, tmp_path_factory):
     out = tmp_path_factory.mktemp("out")
-    rc = main(["sweep", str(tiny), "--out", str(out), "--workers", "1", "--quiet", "--no-plot"])
+    rc = main(["sweep", str(tiny), "--out", str(out), "--store", str(cli_store), "--workers", "1", "--quiet",
+               "--no-plot"])
     assert rc == 0
     return out
 
@@ -59,11 +70,12 @@ def call(argv):
         return exc.code
 
 
-def test_sweep_prints_the_tuned_table_and_resumes(tiny, swept, capsys):
-    rc = main(["sweep", str(tiny), "--out", str(swept), "--workers", "2", "--quiet", "--no-plot"])
+def test_sweep_prints_the_tuned_table_and_resumes(tiny, swept, cli_store, capsys):
+    rc = main(["sweep", str(tiny), "--out", str(swept), "--store", str(cli_store), "--workers", "2", "--quiet",
+               "--no-plot"])
     out = capsys.readouterr().out
     assert rc == 0
-    assert "0 run now, 12 resumed" in out
+    assert "(0 run now, " in out and " resumed)" in out
     assert "lr*" in out and "T to target" in out and "KT steps" in out and "BT samples" in out
     assert "wall-clock" in out and "regime check" in out
 
@@ -79,7 +91,14 @@ def test_run_prints_one_summary(capsys):
     rc = main(["run", "--n-batches", "40", "--batch-size", "16", "--echo", "2", "--lr", "3"])
     out = capsys.readouterr().out
     assert rc == 0
-    assert "status: ok" in out and "conv_batches" in out and "optimizer.echo: 2" in out
+    assert "status ok" in out and "K=2" in out
+    for label in ("target:", "loss <= (1 + 0.01) F*", "reached:", "final risk:", "steps:", "time units"):
+        assert label in out
+    rc = main(["run", "--n-batches", "40", "--batch-size", "16", "--echo", "2", "--lr", "3", "--verbose"])
+    out = capsys.readouterr().out
+    assert rc == 0 and "status: ok" in out and "conv_batches" in out and "optimizer.echo: 2" in out
+    assert main(["run", "--n-batches", "40", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["status"] == "ok"
 
 
 def test_plot_writes_png_and_pdf(swept, tmp_path, capsys):
@@ -95,12 +114,17 @@ def test_bounds_evaluates_theory_functions(capsys):
                "--T", "500", "--K", "4"])
     out = capsys.readouterr().out
     assert rc == 0
-    assert float(out) == pytest.approx(theory.echoed_gd_bound(beta=0.25, rho=1, D=2, B=64, T=500, K=4),
-                                       rel=1e-9)
+    label, value = out.splitlines()
+    assert label.startswith("echoed_gd_bound(beta=0.25, rho=1, D=2, B=64, T=500, K=4): Bound for echoed GD")
+    assert "excess risk" in label
+    assert float(value.split("=")[1]) == pytest.approx(
+        theory.echoed_gd_bound(beta=0.25, rho=1, D=2, B=64, T=500, K=4), rel=1e-9)
     rc = main(["bounds", "echoed_gd_bound", "--beta=0.25", "--rho", "1", "--D", "2", "--B", "64",
                "--T", "500", "--K", "1,2,4"])
-    values = [float(v) for v in capsys.readouterr().out.split()]
-    assert rc == 0 and len(values) == 3 and values[0] > values[2]
+    lines = capsys.readouterr().out.splitlines()[1:]
+    values = [float(line.split(":")[1]) for line in lines]
+    assert rc == 0 and [line.split(":")[0].strip() for line in lines] == ["K=1", "K=2", "K=4"]
+    assert len(values) == 3 and values[0] > values[2]
     assert main(["bounds", "list"]) == 0
     assert "saturation_echo" in capsys.readouterr().out
     assert main(["bounds", "saturation_echo", "--help"]) == 0
@@ -141,6 +165,16 @@ BAD = [
     (["bounds", "echoed_gd_bound", "--zeta", "1"], ["--zeta", "allowed"]),
     (["bounds", "echoed_gd_bound", "--beta", "-1", "--rho", "1", "--D", "1", "--B", "1", "--T", "1", "--K", "1"],
      ["beta"]),
+    (["sweep", "{tiny}", "--dry-run", "--set", "sweep.repetitions=1000000000"], ["sweep.repetitions", "100,000"]),
+    (["sweep", "{tiny}", "--dry-run", "--set", "optimizer.echo=1000000000000"], ["optimizer.echo", "more than"]),
+    (["sweep", "{tiny}", "--dry-run", "--set", "optimizer.lr={start=0.1,stop=1,per_decade=1e12}"],
+     ["optimizer.lr", "per_decade", "100,000"]),
+    (["sweep", "{tiny}", "--dry-run", "--set", "problem.dim=1000000000000"], ["problem.dim", "memory"]),
+    (["sweep", "{tiny}", "--dry-run", "--set", "sweep.n_batches=1000000000000"], ["sweep.n_batches", "memory"]),
+    (["sweep", "{tiny}", "--dry-run", "--set", "pipeline.workers=1000000000000"], ["pipeline.workers", "memory"]),
+    (["run", "--n-batches", "1000000000000"], ["sweep.n_batches", "memory"]),
+    (["sweep", "{tiny}", "--out", "{file}"], ["{file}", "is a file, not a directory"]),
+    (["sweep", "{tiny}", "--out", "{file}/sub"], ["{file}/sub", "Not a directory"]),
     (["frobnicate"], ["invalid choice"]),
     ([], ["subcommand"]),
 ]
@@ -150,12 +184,45 @@ BAD = [
 def test_bad_input_is_one_line_on_stderr_and_exit_2(argv, needles, tiny, tmp_path, capsys):
     bad = tmp_path / "bad.toml"
     bad.write_text("[optimizer\n")
-    argv = [a.replace("{tiny}", str(tiny)).replace("{bad}", str(bad)) for a in argv]
-    one_line_error(capsys, call(argv), *needles)
+    file = tmp_path / "a_file"
+    file.write_text("")
+    sub = lambda a: a.replace("{tiny}", str(tiny)).replace("{bad}", str(bad)).replace("{file}", str(file))  # noqa: E731
+    one_line_error(capsys, call([sub(a) for a in argv]), *[sub(n) for n in needles])
+
+
+@pytest.mark.parametrize("code, needles", [
+    (errno.ENOSPC, ["No space left on device", "resumable", "re-run the same command"]),
+    (errno.EROFS, ["Read-only file system", "--out"]),
+    (errno.EACCES, ["Permission denied", "--out"]),
+])
+def test_an_os_error_while_writing_results_is_one_line_naming_the_path_and_the_cause(
+        code, needles, tiny, tmp_path, capsys, monkeypatch):
+    from echosim.experiments import store
+
+    def refuse(self):
+        if self.pending:
+            raise OSError(code, os.strerror(code), str(self.root / "packs" / "pack.parquet"))
+        return []
+
+    monkeypatch.setattr(store.Store, "flush", refuse)
+    argv = ["sweep", str(tiny), "--out", str(tmp_path / "o"), "--store", str(tmp_path / "s"), "--workers", "1",
+            "--quiet", "--no-plot"]
+    one_line_error(capsys, call(argv), str(tmp_path / "s" / "packs" / "pack.parquet"), *needles)
+
+
+class _ClosedPipe(io.StringIO):
+    def write(self, text):
+        raise BrokenPipeError(errno.EPIPE, "Broken pipe")
+
+
+def test_a_reader_that_goes_away_ends_the_output_quietly_without_a_traceback(monkeypatch, capsys):
+    monkeypatch.setattr(sys, "stdout", _ClosedPipe())
+    assert main(["bounds", "list"]) == 141
+    assert capsys.readouterr().err == ""
 
 
 def test_summary_values_are_finite_or_never(capsys):
-    main(["run", "--n-batches", "20", "--lr", "0.0"])
+    main(["run", "--n-batches", "20", "--lr", "0.0", "--verbose"])
     out = capsys.readouterr().out
     conv = {k.strip(): v.strip() for k, v in (line.split(":", 1) for line in out.splitlines())
             if k.strip().startswith("conv_")}

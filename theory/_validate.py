@@ -7,6 +7,9 @@ Checks run before any arithmetic, so a bad call never returns a partial result.
 
 from __future__ import annotations
 
+import functools
+import inspect
+
 import numpy as np
 
 __all__ = [
@@ -16,6 +19,7 @@ __all__ = [
     "lr_at_most",
     "broadcast",
     "result",
+    "named_broadcast",
 ]
 
 
@@ -81,6 +85,46 @@ def broadcast(**arrays: np.ndarray) -> tuple[np.ndarray, ...]:
     except ValueError:
         shapes = ", ".join(f"{k}{np.shape(v)}" for k, v in arrays.items())
         raise ValueError(f"arguments do not broadcast together: {shapes}") from None
+
+
+def named_broadcast(f=None, *, batches_last=()):
+    """Decorator: before `f` runs, check that its array arguments broadcast together.
+
+    A mismatch is a ValueError naming every non-scalar argument and its shape, instead
+    of NumPy's "operands could not be broadcast together" from deep in the formula.
+    Arguments in `batches_last` (e.g. ``K_t``) hold batches on their last axis, which
+    is summed over, so only their leading axes take part.
+    """
+    if f is None:
+        return functools.partial(named_broadcast, batches_last=batches_last)
+    sig = inspect.signature(f)
+
+    @functools.wraps(f)
+    def checked(*args, **kwargs):
+        try:
+            bound = sig.bind(*args, **kwargs)
+        except TypeError:
+            return f(*args, **kwargs)  # Python's own message for a missing or unknown argument
+        shapes = {}
+        for name, value in bound.arguments.items():
+            if value is None or isinstance(value, (str, bytes)) or callable(value):
+                continue
+            try:
+                shape = np.shape(value)
+            except ValueError:  # ragged: the argument's own check names it
+                continue
+            shapes[name] = shape[:-1] if name in batches_last else shape
+        try:
+            np.broadcast_shapes(*shapes.values())
+        except ValueError:
+            shown = ", ".join(
+                f"{k} of shape {v}" + (" (after summing its last axis, the batches)" if k in batches_last else "")
+                for k, v in shapes.items() if v
+            )
+            raise ValueError(f"{f.__name__}: arguments do not broadcast together: {shown}") from None
+        return f(*args, **kwargs)
+
+    return checked
 
 
 def result(value):

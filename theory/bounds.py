@@ -32,8 +32,11 @@ __all__ = [
     "echoed_agd_lr",
     "variable_echo_bound",
     "variable_echo_lr",
+    "echoed_gd_strongly_convex_bound",
+    "echoed_gd_strongly_convex_lr",
     "batches_to_accuracy",
     "saturation_echo",
+    "minimax_lower_bound",
 ]
 
 _SQRT2 = float(np.sqrt(2.0))
@@ -52,6 +55,7 @@ def _setting(beta, rho, D, B, T, K):
 # --------------------------------------------------------------------------- GD
 
 
+@_v.named_broadcast
 def minibatch_sgd_bound(beta, rho, D, B, T):
     r"""Bound for synchronous minibatch SGD (one step per fresh batch).
 
@@ -72,6 +76,7 @@ def minibatch_sgd_bound(beta, rho, D, B, T):
     return echoed_gd_bound(beta, rho, D, B, T, K=1)
 
 
+@_v.named_broadcast
 def echoed_gd_bound(beta, rho, D, B, T, K, lr=None):
     r"""Bound for echoed GD: $K$ full-batch GD steps on each fresh batch.
 
@@ -106,6 +111,7 @@ def echoed_gd_bound(beta, rho, D, B, T, K, lr=None):
     return _v.result(value)
 
 
+@_v.named_broadcast
 def echoed_gd_lr(beta, rho, D, B, T, K):
     r"""Step size that minimises the fixed-step echoed-GD bound over $(0, 1/\beta]$.
 
@@ -125,6 +131,7 @@ def echoed_gd_lr(beta, rho, D, B, T, K):
     return _v.result(np.minimum(1.0 / beta, D / (2 * rho * K) * np.sqrt(B / T)))
 
 
+@_v.named_broadcast
 def stability_gd(lr, rho, K, B):
     r"""Uniform stability of $K$ GD steps on one batch of size $B$.
 
@@ -161,12 +168,19 @@ def _echo_counts(K_t):
         )
     if (arr < 0).any():
         raise ValueError(f"K_t must be >= 0 and finite, got {float(arr[arr < 0].flat[0])}")
+    fractional = (arr > 0) & (arr < 1)
+    if fractional.any():
+        raise ValueError(
+            "K_t must be 0 or >= 1 (steps on a batch; the bound uses "
+            f"K_t(K_t+1) <= 2 K_t^2, false for 0 < K_t < 1), got {float(arr[fractional].flat[0])}"
+        )
     S1 = arr.sum(axis=-1)
     if (S1 <= 0).any():
         raise ValueError("K_t must have a positive sum over its last axis (batches), got 0")
     return S1, (arr**2).sum(axis=-1)
 
 
+@_v.named_broadcast(batches_last=("K_t",))
 def variable_echo_bound(beta, rho, D, B, K_t, lr=None):
     r"""Echoed-GD bound when batch $t$ gets $K_t$ steps (``K_t``: last axis = batches).
 
@@ -182,7 +196,10 @@ def variable_echo_bound(beta, rho, D, B, K_t, lr=None):
     $$\frac{\beta D^2}{2 S_1} + \frac{2\rho D\sqrt{S_2}}{\sqrt{B}\,S_1}$$
 
     Both reduce to `echoed_gd_bound` when $K_t \equiv K$. Entries $K_t = 0$ (a
-    batch never stepped on) are allowed; each series needs $S_1 > 0$.
+    batch never stepped on) are allowed; each series needs $S_1 > 0$. Fractional
+    entries $0 < K_t < 1$ are refused: the derivation uses $K_t(K_t+1) \le 2K_t^2$,
+    which fails there. A ``K_t`` with several axes holds one series per leading index;
+    those axes must broadcast with the other arguments (the error names ``K_t``).
 
     Source: derived here, see ``docs/background/bounds.md#variable-echo``.
 
@@ -205,6 +222,7 @@ def variable_echo_bound(beta, rho, D, B, K_t, lr=None):
     return _v.result(value)
 
 
+@_v.named_broadcast(batches_last=("K_t",))
 def variable_echo_lr(beta, rho, D, B, K_t):
     r"""Step size minimising the fixed-step variable-echo bound over $(0, 1/\beta]$.
 
@@ -218,15 +236,112 @@ def variable_echo_lr(beta, rho, D, B, K_t):
     >>> round(variable_echo_lr(beta=1.0, rho=1.0, D=1.0, B=64, K_t=[4] * 100), 6)
     0.1
     """
-    _, S2 = _echo_counts(K_t)
+    S1, S2 = _echo_counts(K_t)
     beta, rho, D = _problem(beta, rho, D)
     B = _v.positive("B", B)
     return _v.result(np.minimum(1.0 / beta, D / (2 * rho) * np.sqrt(B / S2)))
 
 
+# ------------------------------------------------------------ strongly convex
+
+
+def _strong_convexity(lam, beta):
+    lam = _v.positive("lam", lam)
+    bad = lam > beta
+    if np.broadcast_to(bad, np.broadcast_shapes(np.shape(lam), np.shape(beta))).any():
+        lam_b, beta_b = np.broadcast_arrays(lam, beta)
+        raise ValueError(
+            f"lam must be in (0, beta] (a lam-strongly convex, beta-smooth loss has lam <= beta), "
+            f"got {float(lam_b[bad].flat[0])!r} with beta = {float(beta_b[bad].flat[0])!r}"
+        )
+    return lam
+
+
+def _sc_log(rho, D, B, T, lam):
+    """L = log(1 + lam^2 D^2 B T / (4 rho^2)), the horizon factor of the tuned step."""
+    return np.log1p(lam**2 * D**2 * B * T / (4 * rho**2))
+
+
+def echoed_gd_strongly_convex_lr(beta, rho, D, B, T, K, lam):
+    r"""Step size of the tuned strongly convex echoed-GD bound.
+
+    $$\eta^\star = \min\Bigl\{\frac1\beta,\ \frac{L}{\lambda K T}\Bigr\},\qquad
+    L = \log\Bigl(1 + \frac{\lambda^2 D^2 B T}{4\rho^2}\Bigr)$$
+
+    It falls like $1/K$ once $L/(\lambda KT) < 1/\beta$, as in the convex case.
+
+    Source: derived here, see ``docs/background/bounds.md#strongly-convex-echoed-gd``.
+
+    Examples
+    --------
+    >>> round(echoed_gd_strongly_convex_lr(beta=1.0, rho=1.0, D=1.0, B=64, T=100, K=4, lam=0.1), 6)
+    0.07083
+    """
+    beta, rho, D, B, T, K = _setting(beta, rho, D, B, T, K)
+    lam = _strong_convexity(lam, beta)
+    return _v.result(np.minimum(1.0 / beta, _sc_log(rho, D, B, T, lam) / (lam * K * T)))
+
+
+def echoed_gd_strongly_convex_bound(beta, rho, D, B, T, K, lam, lr=None):
+    r"""Bound for echoed GD on $\lambda$-strongly convex losses (exponentially weighted average).
+
+    Setting: l2-regularised losses $\ell(w; z) = \ell_0(w; z) + \frac\lambda2\lVert
+    w\rVert^2$ with $\ell_0$ convex and $\rho$-Lipschitz, $\ell$ $\beta$-smooth
+    ($\lambda \le \beta$; `Dataset` with ``l2`` $=\lambda$ gives this $\beta$). Here
+    $\rho$ is the Lipschitz constant of the *unregularised* part: the regulariser
+    cancels in the stability argument (for logistic loss, $\rho = \max\lVert x\rVert$,
+    with no domain assumption). Echoed GD with a
+    constant step $\eta \le 1/\beta$, $N = KT$ steps in all, $u_j$ the $j$-th step's
+    iterate. Output: $\hat w = \sum_j q^{-j}u_j / \sum_j q^{-j}$ with
+    $q = 1 - \eta\lambda$, a weighted average that favours late iterates (not one
+    of the kernels' outputs; compute it from the iterates).
+
+    With a fixed step ``lr`` $= \eta$:
+
+    $$\frac{\lambda D^2}{2}\,\frac{q^{KT}}{1 - q^{KT}} + \frac{2\rho^2}{\lambda B}\bigl(1 - q^{K}\bigr)$$
+
+    Without ``lr`` (tuned step, `echoed_gd_strongly_convex_lr`):
+
+    $$\frac{\lambda D^2/2}{e^{\lambda KT/\beta} - 1} + \frac{2\rho^2\,(1 + L)}{\lambda BT},
+    \qquad L = \log\Bigl(1 + \frac{\lambda^2D^2BT}{4\rho^2}\Bigr)$$
+
+    Echoing speeds up the curvature term exponentially (it decays in $KT$); the
+    statistical term is $\rho^2/(\lambda BT)$ up to the factor $2(1+L)$ and does not
+    depend on $K$. As $\lambda \to 0$ the fixed-step form tends to the fixed-step
+    bound of `echoed_gd_bound`.
+
+    Source: derived here (exponentially weighted potential and the strongly convex
+    Hardt-Recht-Singer stability), see
+    ``docs/background/bounds.md#strongly-convex-echoed-gd``. No strongly convex result
+    of the paper was recovered.
+
+    Examples
+    --------
+    >>> c = dict(beta=1.0, rho=1.0, D=1.0, B=64, T=100, lam=0.1)
+    >>> round(echoed_gd_strongly_convex_bound(**c, K=1), 6)
+    0.011981
+    >>> round(echoed_gd_strongly_convex_bound(**c, K=4, lr=0.1), 6)
+    0.013228
+    """
+    beta, rho, D, B, T, K = _setting(beta, rho, D, B, T, K)
+    lam = _strong_convexity(lam, beta)
+    if lr is None:
+        with np.errstate(over="ignore"):  # exp overflow: the curvature term is 0
+            curvature = lam * D**2 / 2 / np.expm1(lam * K * T / beta)
+        statistical = 2 * rho**2 * (1 + _sc_log(rho, D, B, T, lam)) / (lam * B * T)
+        return _v.result(curvature + statistical)
+    lr = _v.lr_at_most("lr", lr, 1.0 / beta, "1/beta")
+    with np.errstate(divide="ignore", over="ignore"):
+        log_q = np.log1p(-lr * lam)  # -inf when lr * lam = 1 (q = 0)
+        curvature = lam * D**2 / 2 / np.expm1(-K * T * log_q)
+        stability = 2 * rho**2 / (lam * B) * -np.expm1(K * log_q)
+    return _v.result(curvature + stability)
+
+
 # ------------------------------------------------------------------------- prox
 
 
+@_v.named_broadcast
 def echoed_prox_param(beta, rho, D, B, T, K):
     r"""Proximal parameter $\lambda$ and inner step $\gamma$ for echoed proximal GD.
 
@@ -257,6 +372,7 @@ def echoed_prox_param(beta, rho, D, B, T, K):
     return _v.result(lam), _v.result(inner_lr)
 
 
+@_v.named_broadcast
 def echoed_prox_bound(beta, rho, D, B, T, K, lam=None, inner_lr=None):
     r"""Bound for echoed proximal GD (output ``end_avg``: average of $w_1..w_T$).
 
@@ -310,6 +426,7 @@ def _agd_sigma(K, T):
                               + 2 * K * (T + 1) + 4)
 
 
+@_v.named_broadcast
 def echoed_agd_lr(beta, rho, D, B, T, K):
     r"""Step size assumed by the tuned echoed-Nesterov bound.
 
@@ -337,6 +454,7 @@ def echoed_agd_lr(beta, rho, D, B, T, K):
     return _v.result(np.minimum(1.0 / beta, D / rho * np.sqrt(_SQRT2 * B / sigma)))
 
 
+@_v.named_broadcast
 def echoed_agd_bound(beta, rho, D, B, T, K, lr=None):
     r"""Bound for echoed Nesterov AGD on convex quadratics (output: last iterate).
 
@@ -384,6 +502,7 @@ def echoed_agd_bound(beta, rho, D, B, T, K, lr=None):
 # --------------------------------------------------------------- derived counts
 
 
+@_v.named_broadcast
 def batches_to_accuracy(eps, beta, rho, D, B, K):
     r"""Fresh batches $T_\varepsilon$ at which the tuned echoed-GD bound equals $\varepsilon$.
 
@@ -412,6 +531,7 @@ def batches_to_accuracy(eps, beta, rho, D, B, K):
     return _v.result(((b + np.sqrt(b**2 + 4 * a * eps)) / (2 * eps)) ** 2)
 
 
+@_v.named_broadcast
 def saturation_echo(eps, beta, rho, B):
     r"""Echo factor $K_{\mathrm{sat}}$ beyond which echoing stops paying off.
 
@@ -436,3 +556,51 @@ def saturation_echo(eps, beta, rho, B):
     beta, rho = _v.positive("beta", beta), _v.positive("rho", rho)
     B = _v.positive("B", B)
     return _v.result(beta * B * eps / (16 * rho**2))
+
+
+# ----------------------------------------------------------------- lower bound
+
+
+def _lower_bound_constant(beta, rho, D):
+    r"""$c = \tilde\rho\,(D - \tilde\rho/\beta)/5$ with $\tilde\rho = \min\{\rho, \beta D/2\}$."""
+    rho_eff = np.minimum(rho, beta * D / 2)
+    return rho_eff * (D - rho_eff / beta) / 5
+
+
+def minimax_lower_bound(beta, rho, D, B, T):
+    r"""Minimax lower bound for any method that sees $n = BT$ fresh examples.
+
+    Setting: the class of problems the upper bounds cover: per-example losses
+    $\ell(w; z)$ convex, $\beta$-smooth and $\rho$-Lipschitz on all of
+    $\mathbb R^d$, with a population minimiser $w^\star$, $\lVert w_0 - w^\star\rVert
+    \le D$. Any algorithm whose output is a (possibly randomised) function of the $n$
+    examples, in particular echoed GD, SGD, prox or AGD with any $K$, any
+    $K_t$ and any step sizes, has on some problem of the class
+
+    $$\mathbb E[F(\hat w)] - F^\star \ge \frac{\tilde\rho\,(D - \tilde\rho/\beta)}{5\sqrt{BT}},
+    \qquad \tilde\rho = \min\{\rho,\ \beta D/2\}.$$
+
+    For $\rho \le \beta D/2$ the constant is $\rho D(1 - \rho/(\beta D))/5 \ge \rho D/10$;
+    as $\beta \to \infty$ it tends to $\rho D/5$ (the non-smooth class). The cap
+    $\tilde\rho$ reflects that a $\beta$-smooth loss with its minimiser within $D$
+    cannot carry a useful signal larger than about $\beta D$.
+
+    Echoing changes the number of steps $KT$, not $n$, so it cannot beat this; compare
+    the $2\rho D/\sqrt{BT}$ term of Theorem 7 (`echoed_gd_bound`), which is therefore
+    optimal up to the constant ($2$ against at least $1/10$).
+
+    Source: derived here (Le Cam's two-point method on a one-dimensional Huber
+    construction, explicit constant), see ``docs/background/bounds.md#minimax-lower-bound``.
+    The rate is classical (Nemirovski and Yudin 1983; Agarwal, Bartlett, Ravikumar
+    and Wainwright 2012); the constant is ours.
+
+    Examples
+    --------
+    >>> round(minimax_lower_bound(beta=1.0, rho=1.0, D=4.0, B=8, T=50), 6)
+    0.03
+    >>> round(minimax_lower_bound(beta=0.25, rho=1.0, D=4.0, B=8, T=50), 6)  # rho capped at beta*D/2
+    0.01
+    """
+    beta, rho, D = _problem(beta, rho, D)
+    B, T = _v.positive("B", B), _v.positive("T", T)
+    return _v.result(_lower_bound_constant(beta, rho, D) / np.sqrt(B * T))

@@ -67,16 +67,34 @@ def loss_threshold(F_star: float, rtol: float | None = 0.01, atol: float | None 
     return (1.0 + float(rtol)) * float(F_star)
 
 
-def convergence_index(loss, threshold: float, window: int = 10) -> int:
-    """First logged point whose trailing mean is <= threshold; −1 if none."""
+RULES = ("stable", "first")
+"""When a run counts as converged: its trailing mean stays in the band from there to the
+end of its budget ("stable", the default), or first enters it ("first", the paper's)."""
+
+
+def convergence_index(loss, threshold: float, window: int = 10, rule: str = "first") -> int:
+    """The logged point where the trailing mean reaches the threshold by `rule`; −1 if none.
+
+    "first": the first point whose trailing mean is <= threshold. "stable": the first
+    point from which every trailing mean to the end is <= threshold, so a run that only
+    passes through the band (a step past the stability edge) does not count.
+    """
+    if rule not in RULES:
+        raise ValueError(f"rule must be one of {', '.join(map(repr, RULES))}, got {rule!r}")
     m = trailing_mean(loss, window)
-    hit = np.nonzero(m <= threshold)[0]
-    return int(hit[0]) if hit.size else -1
+    inside = m <= threshold
+    if rule == "first":
+        hit = np.nonzero(inside)[0]
+        return int(hit[0]) if hit.size else -1
+    if not inside.size or not inside[-1]:
+        return -1
+    outside = np.nonzero(~inside)[0]
+    return int(outside[-1]) + 1 if outside.size else 0
 
 
 def convergence(curve: Mapping[str, np.ndarray], F_star: float, *, rtol: float | None = 0.01,
-                atol: float | None = None, window: int = 10, iterate: str = "last",
-                status: str = "ok") -> dict:
+                atol: float | None = None, fraction: float | None = None, window: int = 10,
+                iterate: str = "last", status: str = "ok", rule: str = "stable") -> dict:
     """Convergence time of one run in every unit.
 
     Parameters
@@ -84,8 +102,10 @@ def convergence(curve: Mapping[str, np.ndarray], F_star: float, *, rtol: float |
     curve : mapping with arrays ``batches``, ``steps``, ``samples``, ``time`` (NaN
         without a pipeline) and the excess risks ``risk``, ``risk_avg``, ``risk_end_avg``.
     F_star : F*, so that loss = excess risk + F*.
-    rtol, atol : the target (one of them).
+    rtol, atol, fraction : the target (one of them): loss ≤ (1 + rtol)·F*, excess risk
+        ≤ atol, or excess risk ≤ fraction × the excess risk at the first logged point (w₀).
     window : trailing-mean window in logged points.
+    rule : "stable" (stays in the band to the end of the budget) or "first" (the paper's).
     iterate : "last", "avg" or "end_avg".
     status : the run's status; anything but "ok" (diverged, failed) never converges.
 
@@ -97,10 +117,16 @@ def convergence(curve: Mapping[str, np.ndarray], F_star: float, *, rtol: float |
     """
     if iterate not in ITERATES:
         raise ValueError(f"iterate must be one of {', '.join(map(repr, ITERATES))}, got {iterate!r}")
+    if fraction is not None:
+        start = np.asarray(curve[ITERATES[iterate]], dtype=np.float64)
+        rtol, atol = None, float(fraction) * float(start[0]) if start.size else math.inf
+        if not (math.isfinite(atol) and atol > 0):
+            return {"converged": False, "conv_index": -1, "conv_batches": math.inf, "conv_steps": math.inf,
+                    "conv_samples": math.inf, "conv_time": math.nan}
     threshold = loss_threshold(F_star, rtol, atol)
     idx = -1
     if status == "ok" and len(curve["batches"]):
-        idx = convergence_index(np.asarray(curve[ITERATES[iterate]]) + F_star, threshold, window)
+        idx = convergence_index(np.asarray(curve[ITERATES[iterate]]) + F_star, threshold, window, rule)
     time = np.asarray(curve.get("time", []), dtype=np.float64)
     has_time = time.size > 0 and bool(np.all(np.isfinite(time)))
     out = {"converged": idx >= 0, "conv_index": idx}
@@ -126,7 +152,8 @@ def tune(summary, by: str = "batches", lr: str = "optimizer.lr", params=None):
     -------
     DataFrame, one row per setting: its parameters, the chosen ``optimizer.lr``
     (NaN if no lr converged on a majority of seeds), ``lr_edge`` ("low"/"high" if the
-    choice is at the end of the grid, else ""), ``n_lr``, ``n_seeds``, ``n_converged``
+    choice is at the end of the grid, else ""; where no lr converged, if the lr with the
+    smallest median final excess risk is), ``n_lr``, ``n_seeds``, ``n_converged``
     (at the chosen lr) and the medians ``conv_batches``, ``conv_steps``,
     ``conv_samples``, ``conv_time`` at the chosen lr (inf: never converged).
     """
@@ -145,6 +172,7 @@ def tune(summary, by: str = "batches", lr: str = "optimizer.lr", params=None):
     lr_all = summary[lr].to_numpy(dtype=np.float64)
     conv = {u: summary[f"conv_{u}"].to_numpy(dtype=np.float64) for u in UNITS}
     converged_all = summary["converged"].to_numpy(dtype=bool)
+    final = summary["final_risk"].to_numpy(dtype=np.float64) if "final_risk" in summary else None
     if params:
         groups = summary.groupby(params, dropna=False, sort=False).indices
     else:
@@ -166,8 +194,9 @@ def tune(summary, by: str = "batches", lr: str = "optimizer.lr", params=None):
         row = dict(zip(params, gkey))
         converged = math.isfinite(rank[0])
         row[lr] = float(value) if converged else math.nan
-        row["lr_edge"] = ("low" if value == lrs[0] else "high" if value == lrs[-1] else "") \
-            if converged and len(lrs) > 1 else ""
+        if not converged and final is not None:  # where to look: the lr that got closest
+            value = min(lrs, key=lambda v: (_median_or_inf(final[idx[lrs_g == v]]), v))
+        row["lr_edge"] = ("low" if value == lrs[0] else "high" if value == lrs[-1] else "") if len(lrs) > 1 else ""
         row["n_lr"] = int(len(lrs))
         row["n_seeds"] = int(len(sel))
         row["n_converged"] = int(converged_all[sel].sum()) if converged else 0
@@ -179,6 +208,11 @@ def tune(summary, by: str = "batches", lr: str = "optimizer.lr", params=None):
             row[f"conv_{unit}"] = float(np.median(np.where(np.isnan(t), np.inf, t))) if converged else math.inf
         rows.append(row)
     return pd.DataFrame(rows, columns=out_cols)
+
+
+def _median_or_inf(x) -> float:
+    x = x[np.isfinite(x)]
+    return float(np.median(x)) if x.size else math.inf
 
 
 def fit_saturation(K, T) -> dict:

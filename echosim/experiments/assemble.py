@@ -1,6 +1,8 @@
 """The run assembler: one resolved `RunSpec` → problem, optimizer and schedule → a
 Trajectory → a payload of plain dicts and arrays. Every run of every command goes
-through `execute_run`; a run's own exception becomes a "failed" payload, never a crash.
+through `execute_run`, or through `execute_group` for runs that differ only in the
+learning rate (one pass over their common batches); a run's own exception becomes a
+"failed" payload, never a crash.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import numpy as np
 from echosim.experiments import store
 from echosim.experiments.specs import SweepConfig, build_optimizer, build_pipeline, build_problem
 
-__all__ = ["execute_run", "warm_up", "simulate_budget", "truncate_schedule"]
+__all__ = ["execute_run", "execute_group", "group_by_learning_rate", "schedule_of", "warm_up"]
 
 
 # --------------------------------------------------------------------------- one run
@@ -26,86 +28,62 @@ def _log_every(spec_run: dict, T: int) -> int:
     return int(every)
 
 
-def _batch_time(pipeline) -> float:
-    """Rough wall-clock per fresh batch, to size a time-budget simulation."""
-    load = pipeline.arrival.mean / pipeline.workers
-    steps = pipeline.echo if pipeline.policy in ("fixed", "example") else 1.0
-    per_step = pipeline.step_time.mean + (pipeline.switch_overhead if pipeline.policy == "example" else 0.0)
-    return max(load, steps * per_step + (0.0 if pipeline.policy == "example" else pipeline.switch_overhead))
+def schedule_of(spec):
+    """The run's Schedule: simulated from its pipeline (for T batches or a wall-clock
+    budget), or K steps per fresh batch without a clock. Returns (schedule, summary dict)."""
+    from echosim.pipeline.schedule import echo_schedule, simulate, simulate_until
+
+    if spec.pipeline is None:
+        return echo_schedule(spec.echo, spec.run["n_batches"]), {}
+    pipeline = build_pipeline(spec.pipeline, spec.echo)
+    B = spec.optimizer["batch_size"] if pipeline.policy == "example" else None
+    if "time_budget" in spec.run:
+        full, schedule = simulate_until(pipeline, spec.run["time_budget"], spec.pipeline_seed, batch_size=B)
+    else:
+        full = schedule = simulate(pipeline, spec.run["n_batches"], seed=spec.pipeline_seed, batch_size=B)
+    return schedule, {f"schedule.{k}": v for k, v in full.summary().items()}
 
 
-def simulate_budget(pipeline, budget: float, seed: int, batch_size: int | None = None):
-    """Simulate a pipeline for a wall-clock budget; returns (schedule, steps done by the budget).
+def _log_at(spec_run: dict, n: int) -> np.ndarray:
+    """Log positions 1..n (in fresh batches, or steps): every m-th, or log-spaced points."""
+    from echosim.training.runner import log_points
 
-    The schedule is simulated for a deterministic number of fresh batches (doubled
-    until it runs past the budget); the run keeps the steps that end by `budget`, so
-    its last batch may have fewer steps than the policy planned.
-    """
-    from echosim.pipeline.schedule import simulate
-
-    T = math.ceil(1.25 * budget / _batch_time(pipeline)) + 16
-    while True:
-        schedule = simulate(pipeline, T, seed=seed, batch_size=batch_size)
-        if schedule.makespan > budget:
-            break
-        if T > 50_000_000:
-            raise ValueError(f"time_budget={budget:g} needs more than {T} fresh batches")
-        T *= 2
-    n = int(np.searchsorted(schedule.step_end, budget, side="right"))
-    if n == 0:
-        raise ValueError(f"time_budget={budget:g}: no optimizer step ends within the budget "
-                         f"(the first ends at {schedule.step_end[0]:.4g})")
-    return schedule, n
+    if "log_points" in spec_run:
+        return log_points(int(spec_run["log_points"]), n)
+    every = _log_every(spec_run, n)
+    return np.arange(every, n + 1, every, dtype=np.int64)
 
 
-def truncate_schedule(schedule, n: int):
-    """The first `n` steps of a Schedule, with the fresh batches they use (for run())."""
-    import dataclasses
-
-    used = int(schedule.step_batch[n - 1]) + 1
-    spb = np.bincount(schedule.step_batch[:n], minlength=used).astype(np.int64)
-    ex = None if schedule.step_examples is None else schedule.step_examples[:n]
-    return dataclasses.replace(
-        schedule, ready_time=schedule.ready_time[:used], steps_per_batch=spb, step_start=schedule.step_start[:n],
-        step_end=schedule.step_end[:n], step_batch=schedule.step_batch[:n], step_examples=ex,
-        enter_time=schedule.enter_time[:used], take_time=schedule.take_time[:used],
-        busy_time=float(np.sum(schedule.step_end[:n] - schedule.step_start[:n])))
+def _setting(spec):
+    """Problem, schedule, B, log points and run() keywords: all but the optimizer."""
+    problem = build_problem(spec.problem).memoize_batches()
+    B = spec.optimizer["batch_size"]
+    schedule, info = schedule_of(spec)
+    if "max_steps" in spec.run and schedule.n_steps > spec.run["max_steps"]:
+        schedule = schedule.first_steps(spec.run["max_steps"])
+    T = schedule.n_batches
+    log_unit = spec.run.get("log_unit", "batch")
+    # log points are in fresh batches, or in steps (asked for, or under example echoing)
+    by_step = log_unit == "step" or schedule.step_examples is not None
+    logs = _log_at(spec.run, schedule.n_steps if by_step else T)
+    kwargs = dict(batch_size=B, echo=schedule, seed=spec.seed, dtype=spec.run.get("dtype", "float64"), log=logs,
+                  log_unit=log_unit)
+    return problem, schedule, info, kwargs
 
 
 def _simulate_run(spec) -> tuple[dict, dict]:
     from echosim.training.runner import run
-    from echosim.pipeline.schedule import simulate
 
-    problem = build_problem(spec.problem).memoize_batches()
-    optimizer = build_optimizer(spec.optimizer)
-    B = spec.optimizer["batch_size"]
-    info: dict = {}
-    if spec.pipeline is None:
-        T = spec.run["n_batches"]
-        echo = np.full(T, int(spec.optimizer["echo"]), dtype=np.int64)
-    else:
-        pipeline = build_pipeline(spec.pipeline)
-        by_example = pipeline.policy == "example"
-        if "time_budget" in spec.run:
-            full, n = simulate_budget(pipeline, spec.run["time_budget"], spec.pipeline_seed,
-                                      batch_size=B if by_example else None)
-            schedule = truncate_schedule(full, n)
-            info.update({f"schedule.{k}": v for k, v in full.summary().items()})
-        else:
-            schedule = simulate(pipeline, spec.run["n_batches"], seed=spec.pipeline_seed,
-                                batch_size=B if by_example else None)
-            info.update({f"schedule.{k}": v for k, v in schedule.summary().items()})
-        echo = schedule
-    T = echo.n_batches if spec.pipeline is not None else T
-    # log points are in fresh batches, or in steps under example echoing (run()'s unit)
-    units = echo.n_steps if spec.pipeline is not None and echo.step_examples is not None else T
-    every = _log_every(spec.run, units)
-    logs = np.arange(every, units + 1, every, dtype=np.int64)
-    traj = run(problem, optimizer, batch_size=B, echo=echo, n_batches=T if spec.pipeline is None else None,
-               seed=spec.seed, dtype=spec.run.get("dtype", "float64"), log=logs)
+    problem, schedule, info, kwargs = _setting(spec)
+    traj = run(problem, build_optimizer(spec.optimizer), **kwargs)
+    return _result(problem, schedule, dict(info), traj, kwargs["batch_size"])
+
+
+def _result(problem, schedule, info, traj, B) -> tuple[dict, dict]:
+    T = schedule.n_batches
     steps = np.asarray(traj.steps, dtype=np.int64)
     t = np.full(len(steps), np.nan) if traj.time is None else np.asarray(traj.time, dtype=np.float64)
-    n_steps = int(echo.sum()) if spec.pipeline is None else int(echo.n_steps)
+    n_steps = schedule.n_steps
     curves = {
         "batches": np.asarray(traj.batches, dtype=np.int64),
         "steps": steps,
@@ -163,10 +141,58 @@ def execute_run(spec) -> dict:
     return {"summary": row, "curves": curves}
 
 
-def _execute_and_write(spec, out) -> dict:
-    payload = execute_run(spec)
-    store.write_run(out, payload)
-    return payload
+def group_key(spec) -> str:
+    """What runs of one group share: the resolved spec without the learning rate."""
+    from echosim.experiments.specs import canonical_json
+
+    resolved = dict(spec.resolved())
+    resolved["optimizer"] = {k: v for k, v in resolved["optimizer"].items() if k != "lr"}
+    return canonical_json(resolved)
+
+
+def group_by_learning_rate(specs) -> list[list]:
+    """Split specs into groups that differ only in the learning rate (same data seed,
+    problem, B, method, schedule and run settings), in order of first appearance."""
+    groups: dict[str, list] = {}
+    for spec in specs:
+        groups.setdefault(group_key(spec), []).append(spec)
+    return list(groups.values())
+
+
+def execute_group(specs) -> list[dict]:
+    """`[execute_run(s) for s in specs]` for specs of one group (see `group_by_learning_rate`),
+    with every learning rate advanced in one pass over the common batches
+    (`echosim.training.runner.run_many`).
+
+    The payloads equal those of `execute_run` (curves to rtol 1e-12 where ηβ < 2,
+    everything else exactly) except ``elapsed_s``: the group's time, split evenly.
+    A group that fails to build as a whole falls back to one run at a time, so each
+    run records its own error.
+    """
+    from echosim.training.runner import run_many
+
+    specs = list(specs)
+    if len(specs) <= 1:
+        return [execute_run(s) for s in specs]
+    if len({group_key(s) for s in specs}) != 1:
+        raise ValueError("execute_group: the specs differ in more than the learning rate")
+    t0 = time.perf_counter()
+    try:
+        optimizers = [build_optimizer(s.optimizer) for s in specs]
+        problem, schedule, info, kwargs = _setting(specs[0])
+        trajs = run_many(problem, optimizers, **kwargs)
+        results = [_result(problem, schedule, dict(info), traj, kwargs["batch_size"]) for traj in trajs]
+    except Exception:  # noqa: BLE001 - let each run record its own failure
+        return [execute_run(s) for s in specs]
+    elapsed = (time.perf_counter() - t0) / len(specs)
+    payloads = []
+    for spec, (info_i, curves) in zip(specs, results):
+        row = spec.params()
+        row.update(info_i)
+        row["elapsed_s"] = elapsed
+        row.update(store.provenance())
+        payloads.append({"summary": row, "curves": curves})
+    return payloads
 
 
 # --------------------------------------------------------------------------- warm-up

@@ -32,9 +32,10 @@ import tomllib
 from pathlib import Path
 
 
+from echosim.pipeline.model import ECHO_POLICIES, check_echo
 from echosim.experiments.grid import _AxisRef, _field_for, _Grid, _joint
+from echosim.experiments.limits import check_run_count, check_run_size
 from echosim.experiments.schema import (
-    _ECHO_POLICIES,
     _PROBLEM_DEFAULTS,
     _RUN_KEYS,
     _SETTING_KEYS,
@@ -42,6 +43,7 @@ from echosim.experiments.schema import (
     FIELDS,
     SCHEMA,
     SECTIONS,
+    TARGETS,
     ConfigError,
     _show,
 )
@@ -62,37 +64,52 @@ __all__ = ["load_config", "parse_config", "default_config"]
 # --------------------------------------------------------------------------- loading
 
 
-def default_config(overrides=()) -> SweepConfig:
+def default_config(overrides=(), quick: bool = False) -> SweepConfig:
     """The embedded Figure-2-style sweep (``echosim/default_sweep.toml``)."""
     from importlib import resources
 
     text = resources.files("echosim").joinpath(DEFAULT_TOML).read_text(encoding="utf-8")
-    return _from_text(text, source="<default>", base_dir=Path.cwd(), overrides=overrides)
+    return _from_text(text, source="<default>", base_dir=Path.cwd(), overrides=overrides, quick=quick)
 
 
-def load_config(path=None, overrides=()) -> SweepConfig:
+def load_config(path=None, overrides=(), quick: bool = False) -> SweepConfig:
     """Read and validate a TOML config (None: the embedded default).
 
     `overrides` are ``"key.path=value"`` strings, the value in TOML syntax (a bare
-    word is taken as a string), applied before validation.
+    word is taken as a string), applied before validation. With `quick`, the
+    config's ``[quick]`` table (key paths → values, a small variant for CI and
+    previews) is applied first.
     """
     if path is None:
-        return default_config(overrides)
+        return default_config(overrides, quick)
     p = Path(path)
     try:
         text = p.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
         raise ConfigError(f"cannot read config file {str(path)!r}: {reason}") from None
-    return _from_text(text, source=str(path), base_dir=p.resolve().parent, overrides=overrides)
+    return _from_text(text, source=str(path), base_dir=p.resolve().parent, overrides=overrides, quick=quick)
 
 
-def _from_text(text, source, base_dir, overrides):
+def _from_text(text, source, base_dir, overrides, quick=False):
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"invalid TOML: {exc}") from None
-    return parse_config(data, source=source, base_dir=base_dir, overrides=overrides, text=text)
+    return parse_config(data, source=source, base_dir=base_dir, overrides=overrides, text=text, quick=quick)
+
+
+def _quick_overrides(table) -> list[str]:
+    """The ``[quick]`` table as override strings: ``"section.key" = value`` entries."""
+    if not isinstance(table, dict):
+        raise ConfigError(f"quick: must be a table of key paths, got {_show(table)}")
+    out = []
+    for key, value in table.items():
+        if "." not in key:
+            raise ConfigError(f'quick."{key}": keys are dotted paths such as "optimizer.echo"')
+        section, _, rest = key.partition(".")
+        out.append((section, rest, value))
+    return out
 
 
 def _parse_override(item: str):
@@ -130,13 +147,21 @@ def _apply_overrides(data: dict, overrides) -> None:
         node[parts[-1]] = value
 
 
-def parse_config(data: dict, *, source: str = "<dict>", base_dir=None, overrides=(), text: str = "") -> SweepConfig:
+def parse_config(data: dict, *, source: str = "<dict>", base_dir=None, overrides=(), text: str = "",
+                 quick: bool = False) -> SweepConfig:
     """Validate a config dict (as from `tomllib`) and expand it into run specs.
 
     Raises `ConfigError` naming the key path on any problem; every run's Problem,
     Optimizer and Pipeline is constructed here, before anything runs.
     """
     data = copy.deepcopy(data)
+    quick_table = data.pop("quick", {}) if isinstance(data, dict) else {}
+    if quick:
+        for section, key, value in _quick_overrides(quick_table):
+            target = data.get("joint") if section == "joint" else data.get(section)
+            if not isinstance(target, dict) or key not in target:
+                raise ConfigError(f'quick."{section}.{key}": the config has no {section}.{key} to replace')
+            target[key] = value
     _apply_overrides(data, overrides)
     base_dir = Path(base_dir) if base_dir is not None else Path.cwd()
     if not isinstance(data, dict):
@@ -179,9 +204,11 @@ def _settings(grid: _Grid, source: str) -> dict:
         s[k] = grid.fixed.get(f"sweep.{k}", fld.default)
     if s["name"] is None:
         s["name"] = Path(source).stem if not source.startswith("<") else source.strip("<>")
-    if s["rtol"] is not None and s["atol"] is not None:
-        raise ConfigError("sweep.atol: give either rtol (relative to F*) or atol (excess risk), not both")
-    if s["rtol"] is None and s["atol"] is None:
+    given = [k for k in TARGETS if s[k] is not None]
+    if len(given) > 1:
+        raise ConfigError(f"sweep.{given[1]}: give one target: rtol (relative to F*), atol (excess risk) "
+                          f"or fraction (of the initial excess risk), not {' and '.join(given)}")
+    if not given:
         s["rtol"] = 0.01
     has_T = "sweep.n_batches" in grid.declared
     has_budget = "sweep.time_budget" in grid.declared
@@ -226,10 +253,13 @@ def _expand(grid: _Grid, settings: dict, *, source, text, overrides) -> SweepCon
     usage = _Usage()
     caches: dict = {"problem": {}}
     runs, seen = [], set()
+    check_run_count(math.prod(len(a.values) for a in grid.axes), settings["repetitions"],
+                    [(" / ".join(a.paths), len(a.values)) for a in grid.axes])
     n_points = 0
     for point, labels in _points(grid):
         n_points += 1
         base = _resolve(point, labels, usage, caches)
+        check_run_size(base, lambda p, labels=labels: labels.get(p, p))
         for rep in range(settings["repetitions"]):
             spec = _make_spec(base, rep, settings["seed"])
             if spec.run_id in seen:
@@ -302,7 +332,7 @@ def _resolve(point, labels, usage, caches) -> dict:
     if pkey not in caches["problem"]:
         try:
             caches["problem"][pkey] = build_problem(problem)
-        except ValueError as exc:
+        except (ValueError, ImportError) as exc:  # ImportError: an optional dependency (extra) is missing
             where = ", ".join(sorted({lab(p) for p in point if p.startswith("problem.")}))
             raise ConfigError(f"problem ({where}): {exc}") from None
     problem_obj = caches["problem"][pkey]
@@ -336,34 +366,36 @@ def _resolve(point, labels, usage, caches) -> dict:
         if value is None and fld.required:
             raise ConfigError(f"optimizer.{key}: required ({fld.describe()})")
         optimizer[key] = value
-    echo_applies = method != "minibatch_sgd" and (pipeline is None or policy in _ECHO_POLICIES)
+    # ---- the echo factor K: owned by the schedule (a fixed pipeline, or K steps per batch)
+    echo_applies = method != "minibatch_sgd" and (pipeline is None or policy in ECHO_POLICIES)
+    echo = None
     if echo_applies:
         K = point.get("optimizer.echo", 1.0)
         if "optimizer.echo" in point:
             usage.use("optimizer.echo")
-        if pipeline is None and K != math.floor(K):
-            raise ConfigError(f"{lab('optimizer.echo')}: a non-integer echo factor ({K:g}) needs "
-                              "pipeline.policy 'fixed' (random rounding); without a pipeline K is an integer")
-        optimizer["echo"] = int(K) if K == math.floor(K) else K
+        if pipeline is None:
+            try:
+                check_echo(K, lab("optimizer.echo"), integer=True)
+            except ValueError as exc:
+                raise ConfigError(str(exc)) from None
+        echo = int(K) if K == math.floor(K) else K
     elif method == "minibatch_sgd" and policy in ("greedy", "example"):
         raise ConfigError(f"{lab('optimizer.method')}: minibatch_sgd takes one step per fresh batch, but "
                           f"{lab('pipeline.policy')} = {policy!r} does not; use policy 'sync' or 'fixed'")
-    elif policy == "greedy":
-        pass
-    else:
-        optimizer["echo"] = 1
+    elif policy != "greedy":
+        echo = 1
     if method == "echoed_sgd" and not optimizer["replace"] and optimizer["sub_batch"] > optimizer["batch_size"]:
         raise ConfigError(f"{lab('optimizer.sub_batch')}: sub_batch ({optimizer['sub_batch']}) exceeds "
                           f"{lab('optimizer.batch_size')} ({optimizer['batch_size']}) when sampling without replacement")
     try:
-        build_optimizer(optimizer)
+        build_optimizer(dict(optimizer, lr=0.0) if optimizer["lr"] == "theory" else optimizer)
     except ValueError as exc:
         where = ", ".join(sorted({lab(p) for p in point if p.startswith("optimizer.")}))
         raise ConfigError(f"optimizer ({where}): {exc}") from None
 
     # ---- the pipeline object (needs K)
     if pipeline is not None:
-        pipeline = _resolve_pipeline(pipeline, optimizer.get("echo"), point, lab)
+        pipeline = _resolve_pipeline(pipeline, echo, point, lab)
 
     # ---- run budget
     run = {}
@@ -375,8 +407,33 @@ def _resolve(point, labels, usage, caches) -> dict:
     if "time_budget" in run and pipeline is None:
         raise ConfigError(f"{lab('sweep.time_budget')}: a time budget needs a [pipeline] section "
                           "(simulated wall-clock); use sweep.n_batches without one")
-    return {"problem": problem, "optimizer": optimizer, "pipeline": pipeline, "run": run,
+    if "log_points" in run and "log_every" in point:
+        raise ConfigError(f"{lab('sweep.log_points')}: give log_points or log_every, not both")
+    if optimizer["lr"] == "theory":
+        optimizer.update(_theory_step(problem_obj, optimizer, echo, run, lab))
+    return {"problem": problem, "optimizer": optimizer, "pipeline": pipeline, "echo": echo, "run": run,
             "labels": labels, "problem_obj": problem_obj}
+
+
+def _theory_step(problem, optimizer: dict, echo, run: dict, lab) -> dict:
+    """lr = "theory": the step size (and prox weight) the method's bound is tuned with,
+    for the problem's constants, B, K and the horizon T = n_batches."""
+    import theory
+
+    where = lab("optimizer.lr")
+    if "n_batches" not in run or echo is None:
+        raise ConfigError(f"{where}: 'theory' needs sweep.n_batches (the horizon T) and a fixed K "
+                          "(not pipeline.policy 'greedy')")
+    c = problem.constants()
+    if not all(math.isfinite(c[k]) and c[k] > 0 for k in ("beta", "rho", "D")):
+        raise ConfigError(f"{where}: 'theory' needs finite constants β, ρ, D > 0; this problem has {c}")
+    kw = dict(beta=c["beta"], rho=c["rho"], D=c["D"], B=optimizer["batch_size"], T=run["n_batches"], K=float(echo))
+    method = optimizer["method"]
+    if method == "echoed_prox":
+        lam, inner = (float(v) for v in theory.echoed_prox_param(**kw))
+        return {"lr": inner, "lam": lam, "lr_rule": "theory"}
+    rule = theory.echoed_agd_lr if method == "echoed_nesterov" else theory.echoed_gd_lr
+    return {"lr": float(rule(**kw)), "lr_rule": "theory"}
 
 
 def _resolve_pipeline(pipeline, K, point, lab) -> dict:
@@ -397,10 +454,8 @@ def _resolve_pipeline(pipeline, K, point, lab) -> dict:
             out[key + "_mean"] = float(services[key].mean)
         else:
             out[key] = value
-    if out["policy"] in _ECHO_POLICIES:
-        out["echo"] = float(K)
     try:
-        build_pipeline(out)
+        build_pipeline(out, K)
     except ValueError as exc:
         where = ", ".join(sorted({lab(p) for p in point if p.startswith("pipeline.")}))
         raise ConfigError(f"pipeline ({where}): {exc}") from None
@@ -446,7 +501,7 @@ def _make_spec(base: dict, rep: int, base_seed: int) -> RunSpec:
                                            "blocking", "switch_overhead")}
         h_pipe = int(stable_hash(timing, 16), 16)
         pseed = _derive_seed(base_seed, 1, h_pipe >> 32, h_pipe & 0xFFFFFFFF, rep)
-    spec = RunSpec(problem=problem, optimizer=optimizer, pipeline=pipeline, run=run, repetition=rep,
+    spec = RunSpec(problem=problem, optimizer=optimizer, pipeline=pipeline, echo=base["echo"], run=run, repetition=rep,
                    base_seed=base_seed, seed=seed, pipeline_seed=pseed, run_id="", labels=base["labels"])
     object.__setattr__(spec, "run_id", stable_hash(spec.resolved(), 16))
     return spec

@@ -1,5 +1,9 @@
 """Executors: run pending specs serially, on local worker processes (which die with
-their parent), or on a Dask cluster, writing each result as it finishes; progress."""
+their parent) or on a Dask cluster, and yield each payload as it finishes; progress.
+
+Workers only compute: the sweep's process writes every result to the store, so
+workers need no shared disk and a killed worker never leaves half a file.
+"""
 
 from __future__ import annotations
 
@@ -7,12 +11,12 @@ import math
 import os
 import sys
 import time
-
+from collections.abc import Iterator
 
 from echosim.experiments import store
-from echosim.experiments.assemble import _execute_and_write, _one_line, _warm_all, execute_run
+from echosim.experiments.assemble import _one_line, _warm_all, execute_run
 
-__all__ = ["SweepError", "Progress", "default_workers"]
+__all__ = ["SweepError", "Progress", "default_workers", "serial", "local", "dask"]
 
 
 class SweepError(RuntimeError):
@@ -23,51 +27,44 @@ class SweepError(RuntimeError):
 
 
 class Progress:
-    """done/total, elapsed, ETA: a redrawn bar on a terminal, plain periodic lines otherwise."""
+    """done/total, rate and ETA: a tqdm bar on a terminal, a plain line every `every`
+    seconds otherwise (logs of batch jobs), and a final line."""
 
-    def __init__(self, total: int, stream=None, enabled: bool = True, every: float = 10.0, label: str = "runs"):
-        self.total = total
-        self.done = 0
+    def __init__(self, total: int, stream=None, enabled: bool = True, every: float = 10.0, unit: str = "run"):
+        self.total, self.done, self.unit, self.every = total, 0, unit, every
         self.stream = stream if stream is not None else sys.stderr
         self.enabled = enabled and total > 0
         self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
-        self.every = every
-        self.label = label
-        self.t0 = time.perf_counter()
-        self._last = -math.inf if self.tty else self.t0  # plain lines: the first after `every` seconds
+        self.t0 = self._last = time.perf_counter()
+        self._bar = None
+        if self.enabled and self.tty:
+            from tqdm import tqdm
 
-    @staticmethod
-    def _clock(s: float) -> str:
-        if not math.isfinite(s):
-            return "--:--"
-        s = int(round(s))
-        return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
+            self._bar = tqdm(total=total, unit=unit, file=self.stream, dynamic_ncols=True, leave=True)
 
     def text(self) -> str:
-        elapsed = time.perf_counter() - self.t0
-        eta = elapsed / self.done * (self.total - self.done) if self.done else math.inf
-        return f"{self.done}/{self.total} {self.label}  elapsed {self._clock(elapsed)}  ETA {self._clock(eta)}"
+        from tqdm import tqdm
+
+        return tqdm.format_meter(self.done, self.total, time.perf_counter() - self.t0, unit=self.unit, ascii=True)
 
     def update(self, n: int = 1) -> None:
         self.done += n
         if not self.enabled:
             return
+        if self._bar is not None:
+            self._bar.update(n)
+            if self.done >= self.total:
+                self._bar.close()
+            return
         now = time.perf_counter()
-        final = self.done >= self.total
-        if self.tty:
-            if final or now - self._last >= 0.1:
-                width = 24
-                filled = int(width * self.done / self.total)
-                bar = "#" * filled + "-" * (width - filled)
-                self.stream.write(f"\r[{bar}] {self.text()}\x1b[K")
-                if final:
-                    self.stream.write("\n")
-                self.stream.flush()
-                self._last = now
-        elif final or now - self._last >= self.every:
+        if self.done >= self.total or now - self._last >= self.every:
             self.stream.write(self.text() + "\n")
             self.stream.flush()
             self._last = now
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
 
 
 # --------------------------------------------------------------------------- executors
@@ -109,14 +106,14 @@ def _die_with_parent(parent: int) -> None:
         threading.Thread(target=watch, daemon=True).start()
 
 
-def _run_serial(pending, out, progress, payloads, on_done):
+def serial(pending) -> Iterator[dict]:
+    """Run every spec in this process."""
     for spec in pending:
-        payloads[spec.run_id] = _execute_and_write(spec, out)
-        on_done(payloads[spec.run_id])
-        progress.update()
+        yield execute_run(spec)
 
 
-def _run_local(pending, out, workers, progress, payloads, on_done):
+def local(pending, workers: int) -> Iterator[dict]:
+    """Run the specs on `workers` forked processes (they inherit the compiled kernels)."""
     import multiprocessing
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
     from concurrent.futures.process import BrokenProcessPool
@@ -128,33 +125,31 @@ def _run_local(pending, out, workers, progress, payloads, on_done):
         # keep a bounded number of runs in flight so an interrupt loses little
         it = iter(pending)
         inflight = {}
-        limit = 4 * workers
         try:
             while True:
-                while len(inflight) < limit:
+                while len(inflight) < 4 * workers:
                     spec = next(it, None)
                     if spec is None:
                         break
-                    inflight[pool.submit(_execute_and_write, spec, out)] = spec
+                    inflight[pool.submit(execute_run, spec)] = spec
                 if not inflight:
                     break
                 done, _ = wait(inflight, return_when=FIRST_COMPLETED)
                 for fut in done:
-                    spec = inflight.pop(fut)
+                    inflight.pop(fut)
                     try:
-                        payloads[spec.run_id] = fut.result()
+                        payload = fut.result()
                     except BrokenProcessPool as exc:
                         raise SweepError("a worker process died (out of memory or killed); finished runs "
                                          "are saved, re-run the same command to resume") from exc
-                    on_done(payloads[spec.run_id])
-                    progress.update()
-        except BaseException:
+                    yield payload
+        finally:
             for fut in inflight:
                 fut.cancel()
-            raise
 
 
-def _run_dask(pending, out, scheduler, progress, payloads, on_done):
+def dask(pending, scheduler: str) -> Iterator[dict]:
+    """Run the specs on the Dask distributed cluster at `scheduler`."""
     try:
         from distributed import Client, as_completed
     except ImportError:
@@ -175,11 +170,6 @@ def _run_dask(pending, out, scheduler, progress, payloads, on_done):
                 row = spec.params()
                 row.update(status="failed", error=_one_line(exc), elapsed_s=math.nan, **store.provenance())
                 payload = {"summary": row, "curves": None}
-            store.write_run(out, payload)  # written by the client: workers need no shared disk
-            payloads[spec.run_id] = payload
-            on_done(payload)
-            progress.update()
+            yield payload
     finally:
         client.close()
-
-

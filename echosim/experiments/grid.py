@@ -128,6 +128,8 @@ def _lr_values(label, value) -> list[float]:
     fld = FIELDS["optimizer"]["lr"]
     if value == "paper":
         return list(PAPER_LRS)
+    if value == "theory":
+        return ["theory"]
     if isinstance(value, dict):
         allowed = {"start", "stop", "per_decade", "num"}
         unknown = sorted(set(value) - allowed)

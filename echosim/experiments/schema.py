@@ -10,13 +10,19 @@ from typing import Any
 
 import numpy as np
 
+from echosim.pipeline.model import POLICIES
+from echosim.training.optimizers import METHODS
+from echosim.training.problems import PROBLEMS
+
 __all__ = ["ConfigError", "Field", "FIELDS", "lr_grid", "PAPER_LRS", "SCHEMA", "SECTIONS"]
 
-SCHEMA = "echosim-run/1"
+SCHEMA = "echosim-run/2"
 """Version tag hashed into every run id; bump it when the meaning of a run changes."""
 
 SECTIONS = ("problem", "pipeline", "optimizer", "sweep")
 DEFAULT_TOML = "default_sweep.toml"
+MAX_GRID_VALUES = 100_000
+"""Values in one learning-rate grid table (`lr_grid`)."""
 
 
 class ConfigError(ValueError):
@@ -42,11 +48,16 @@ def lr_grid(start: float, stop: float, per_decade: float | None = None, num: int
     if per_decade is not None:
         if not (_is_real(per_decade) and per_decade > 0 and math.isfinite(per_decade)):
             raise ConfigError(f"lr.per_decade: must be a number > 0, got {per_decade!r}")
-        n = int(math.floor(math.log10(stop / start) * per_decade + 1e-9))
+        n = math.floor(math.log10(stop / start) * per_decade + 1e-9)
+        if n + 1 > MAX_GRID_VALUES:
+            raise ConfigError(f"lr.per_decade: {per_decade:g} values per decade from {start:g} to {stop:g} give "
+                              f"{n + 1:.3g} learning rates, more than the limit of {MAX_GRID_VALUES:,}")
         lo = math.log10(start)
         return [float(10 ** (lo + i / per_decade)) for i in range(n + 1)]
     if isinstance(num, bool) or not isinstance(num, numbers.Integral) or num < 1:
         raise ConfigError(f"lr.num: must be an integer >= 1, got {num!r}")
+    if num > MAX_GRID_VALUES:
+        raise ConfigError(f"lr.num: {num:,} learning rates, more than the limit of {MAX_GRID_VALUES:,}")
     if num == 1:
         return [float(start)]
     return [float(v) for v in np.geomspace(start, stop, int(num))]
@@ -85,7 +96,7 @@ class Field:
         if self.kind == "service":
             return 'a number > 0 or a table like {kind = "gamma", mean = 8, cv = 0.5}'
         if self.kind == "lr":
-            return ('a number >= 0, a list of them, "paper", or a table '
+            return ('a number >= 0, a list of them, "paper", "theory" (the bound\'s own step size), or a table '
                     "{start, stop, per_decade} or {start, stop, num}")
         if self.kind == "momentum":
             return "'nesterov' or a number in [0, 1)"
@@ -154,21 +165,11 @@ class Field:
         return value
 
 
-_PROBLEM_KINDS = ("logistic", "least_squares", "dataset")
 _SYNTH = ("logistic", "least_squares")
-_METHODS = {
-    "minibatch_sgd": "MinibatchSGD",
-    "echoed_gd": "EchoedGD",
-    "echoed_sgd": "EchoedSGD",
-    "echoed_nesterov": "EchoedNesterov",
-    "echoed_prox": "EchoedProx",
-}
-_POLICIES = ("sync", "fixed", "greedy", "example")
-_ECHO_POLICIES = ("fixed", "example")
 
 FIELDS: dict[str, dict[str, Field]] = {
     "problem": {
-        "kind": Field("choice", choices=_PROBLEM_KINDS, required=True, doc="which objective"),
+        "kind": Field("choice", choices=tuple(PROBLEMS), required=True, doc="which objective"),
         "dim": Field("int", lo=1, applies=_SYNTH, required=True, doc="dimension d"),
         "design": Field("choice", choices=("gaussian", "sphere"), applies=_SYNTH,
                         doc="x ~ N(0, diag(i^-decay)) or uniform on the sphere of radius r"),
@@ -195,7 +196,7 @@ FIELDS: dict[str, dict[str, Field]] = {
         "workers": Field("int", 1, lo=1, doc="loader workers W"),
         "prefetch": Field("int", 2, lo=1, doc="prefetch buffer capacity C"),
         "step_time": Field("service", 1.0, doc="time of one optimizer step (t_down)"),
-        "policy": Field("choice", "fixed", choices=_POLICIES, doc="echo policy"),
+        "policy": Field("choice", "fixed", choices=POLICIES, doc="echo policy"),
         "max_echo": Field("int", 64, lo=1, applies=("greedy",), doc="bound on K_t under greedy"),
         "shuffle_buffer": Field("int", lo=1, applies=("example",), doc="examples in the shuffle buffer"),
         "delivery": Field("choice", "ordered", choices=("ordered", "unordered")),
@@ -203,7 +204,7 @@ FIELDS: dict[str, dict[str, Field]] = {
         "switch_overhead": Field("float", 0.0, lo=0, doc="time to switch to a new batch"),
     },
     "optimizer": {
-        "method": Field("choice", "echoed_gd", choices=tuple(_METHODS)),
+        "method": Field("choice", "echoed_gd", choices=tuple(METHODS)),
         "lr": Field("lr", required=True, doc="learning rate η"),
         "batch_size": Field("int", lo=1, required=True, doc="B"),
         "echo": Field("float", 1.0, lo=1, doc="K, steps per fresh batch"),
@@ -218,11 +219,22 @@ FIELDS: dict[str, dict[str, Field]] = {
         "repetitions": Field("int", 1, lo=1, grid=False, doc="seeds per setting"),
         "n_batches": Field("int", lo=1, doc="fresh batches T per run"),
         "time_budget": Field("float", lo=0, lo_open=True, doc="simulated wall-clock per run"),
-        "log_every": Field("log_every", "auto", doc="log every n fresh batches"),
+        "log_every": Field("log_every", "auto", doc="log every n units (fresh batches, or steps)"),
+        "log_points": Field("int", lo=1, doc="log at n log-spaced points instead (with the last)"),
+        "log_unit": Field("choice", "batch", choices=("batch", "step"),
+                          doc="log after fresh batches or after every optimizer step"),
+        "max_steps": Field("int", lo=1, doc="stop after this many optimizer steps (a per-run step budget)"),
         "dtype": Field("choice", "float64", choices=("float64", "float32")),
         "rtol": Field("float", lo=0, lo_open=True, grid=False, doc="target: loss <= (1 + rtol) F*"),
         "atol": Field("float", lo=0, lo_open=True, grid=False, doc="target: loss - F* <= atol"),
+        "fraction": Field("float", lo=0, lo_open=True, hi=1, hi_open=True, grid=False,
+                          doc="target: loss - F* <= fraction·(F(w0) - F*)"),
         "window": Field("int", 10, lo=1, grid=False, doc="trailing-mean window, logged points"),
+        "rule": Field("choice", "stable", choices=("stable", "first"), grid=False,
+                      doc="converged where the trailing mean enters the target band and stays in it for the "
+                          "rest of the budget ('stable'), or where it first enters ('first', the paper's rule)"),
+        "lr_extend": Field("int", 8, lo=0, grid=False,
+                           doc="rounds of extending the lr grid past an edge where the tuned lr sits"),
         "iterate": Field("choice", "last", choices=("last", "avg", "end_avg"), grid=False),
         "tune_by": Field("choice", "batches", choices=("batches", "steps", "samples", "time"), grid=False),
     },
@@ -232,8 +244,11 @@ _PROBLEM_DEFAULTS = {
     "logistic": {"design": "sphere", "w_star_norm": 2.0},
     "least_squares": {"design": "gaussian", "w_star_norm": 1.0},
 }
-_RUN_KEYS = ("n_batches", "time_budget", "log_every", "dtype")
-_SETTING_KEYS = ("name", "seed", "repetitions", "rtol", "atol", "window", "iterate", "tune_by")
+_RUN_KEYS = ("n_batches", "time_budget", "log_every", "log_points", "log_unit", "max_steps", "dtype")
+_SETTING_KEYS = ("name", "seed", "repetitions", "rtol", "atol", "fraction", "window", "rule", "iterate", "tune_by",
+                 "lr_extend")
+TARGETS = ("rtol", "atol", "fraction")
+"""The three ways to state the target; a config gives one (default rtol = 0.01)."""
 
 
 def _show(v) -> str:

@@ -4,6 +4,7 @@ turn it into Problem, Optimizer and Pipeline objects."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from dataclasses import dataclass, field
@@ -12,10 +13,12 @@ from typing import Any
 
 import numpy as np
 
-from echosim.experiments.schema import _ECHO_POLICIES, _METHODS, SCHEMA
+from echosim._version import __version__
+from echosim.experiments.schema import SCHEMA
+from echosim.pipeline.model import ECHO_POLICIES
 
-__all__ = ["RunSpec", "SweepConfig", "canonical_json", "stable_hash", "build_problem", "build_optimizer",
-           "build_pipeline"]
+__all__ = ["RunSpec", "SweepConfig", "canonical_json", "stable_hash", "with_lr", "build_problem",
+           "build_optimizer", "build_pipeline"]
 
 
 # --------------------------------------------------------------------------- hashing
@@ -69,6 +72,7 @@ class RunSpec:
     problem: dict
     optimizer: dict
     pipeline: dict | None
+    echo: int | float | None
     run: dict
     repetition: int
     base_seed: int
@@ -81,9 +85,11 @@ class RunSpec:
         """The dict whose hash is the run id."""
         return {
             "schema": SCHEMA,
+            "version": __version__,
             "problem": self.problem,
             "optimizer": self.optimizer,
             "pipeline": self.pipeline,
+            "echo": self.echo,
             "run": self.run,
             "repetition": self.repetition,
             "base_seed": self.base_seed,
@@ -99,6 +105,8 @@ class RunSpec:
                 out[f"problem.{k}"] = v
         for k, v in self.optimizer.items():
             out[f"optimizer.{k}"] = v
+        if self.echo is not None:
+            out["optimizer.echo"] = self.echo  # K, under the config key that sets it
         if self.pipeline is not None:
             p = self.pipeline
             for k, v in p.items():
@@ -148,6 +156,13 @@ def _slug(s: str) -> str:
     return out or "sweep"
 
 
+def with_lr(spec: RunSpec, lr: float) -> RunSpec:
+    """`spec` at another learning rate: the same data and loader seeds, a new run id."""
+    new = dataclasses.replace(spec, optimizer=dict(spec.optimizer, lr=float(lr)), run_id="")
+    object.__setattr__(new, "run_id", stable_hash(new.resolved(), 16))
+    return new
+
+
 # --------------------------------------------------------------------------- builders
 
 _PROBLEM_CACHE: dict[str, Any] = {}
@@ -159,14 +174,13 @@ def build_problem(problem: dict):
     cached = _PROBLEM_CACHE.get(key)
     if cached is not None:
         return cached
-    from echosim.training.problems import LeastSquares, Logistic
+    from echosim.training.problems import PROBLEMS
 
     kind = problem["kind"]
     if kind == "dataset":
         obj = _build_dataset(problem)
     else:
-        args = {k: v for k, v in problem.items() if k != "kind"}
-        obj = Logistic(**args) if kind == "logistic" else LeastSquares(**args)
+        obj = PROBLEMS[kind](**{k: v for k, v in problem.items() if k != "kind"})
     if len(_PROBLEM_CACHE) > 64:
         _PROBLEM_CACHE.clear()
     _PROBLEM_CACHE[key] = obj
@@ -188,21 +202,21 @@ def build_optimizer(optimizer: dict):
     """The optimizer spec of a resolved optimizer dict."""
     from echosim.training import optimizers
 
-    cls = getattr(optimizers, _METHODS[optimizer["method"]])
+    cls = optimizers.METHODS[optimizer["method"]]
     extra = {k: optimizer[k] for k in ("sub_batch", "replace", "momentum", "lam") if k in optimizer}
     return cls(lr=optimizer["lr"], **extra)
 
 
-def build_pipeline(pipeline: dict):
-    """The Pipeline of a resolved pipeline dict (echo included for policy 'fixed')."""
+def build_pipeline(pipeline: dict, echo=None):
+    """The Pipeline of a resolved pipeline dict; `echo` is K for the policies that take one."""
     from echosim.pipeline.service_times import as_service_time
     from echosim.pipeline.model import Pipeline
 
     kw = {k: pipeline[k] for k in ("workers", "prefetch", "policy", "delivery", "blocking", "switch_overhead")}
     if "max_echo" in pipeline:
         kw["max_echo"] = pipeline["max_echo"]
-    if pipeline["policy"] in _ECHO_POLICIES:
-        kw["echo"] = pipeline["echo"]
+    if pipeline["policy"] in ECHO_POLICIES:
+        kw["echo"] = echo
     if pipeline.get("shuffle_buffer") is not None:
         kw["shuffle_buffer"] = pipeline["shuffle_buffer"]
     return Pipeline(as_service_time(pipeline["arrival"]), step_time=as_service_time(pipeline["step_time"]), **kw)

@@ -1,29 +1,34 @@
-"""Result store: one Parquet shard per finished run, merged into tidy tables.
+"""The result store: every finished run, content-addressed, in packs of many runs.
 
-Layout of a results directory::
+A run is identified by ``run_id``, the hash of its resolved spec (package version
+included, `echosim.experiments.specs.RunSpec`), not by the sweep that asked for it:
+any later sweep, figure or plan that needs a finished run finds it here and reuses it.
+The store is one directory (``$ECHOSIM_STORE``, default ``echosim-results/store``)::
 
-    runs/<run_id>.parquet     one finished run (status ok or diverged): its curve, one
-                              row per logged point, and its summary row as JSON in the
-                              file's metadata (key ``echosim.summary``)
-    failed/<run_id>.json      a run that raised: its parameters and error (retried on
-                              the next invocation, removed once it succeeds)
-    summary.parquet           merged: one row per run (every status)
-    curves.parquet            merged: one row per logged point of every run
-    tuned.parquet             one row per setting of everything but the lr
-    manifest.json             the config (text and hash), run ids, counts, versions
+    packs/<first run id>-<n>.parquet  finished runs (status ok or diverged): their curves,
+                                      one row per logged point with a ``run_id`` column,
+                                      and their summary rows as JSON in the file's metadata
+    failed/<run_id>.json              a run that raised: its parameters and error (retried
+                                      on the next invocation, removed once it succeeds)
+    quarantine/                       packs that could not be read, moved aside
 
-``run_id`` is the hash of the run's resolved config (`echosim.experiments.specs.RunSpec`), so a
-re-run of the same sweep finds its finished runs and skips them ("resume"). A shard
-is written to a temporary name and moved into place with ``os.replace``: a run killed
-half-way leaves no partial shard. No pickles anywhere: Parquet and JSON only.
+A sweep's own directory (``--out``) holds its view of the store: ``summary.parquet``
+(one row per run), ``curves.parquet`` (one row per logged point), ``tuned.parquet``
+and ``manifest.json`` (the config, its run ids, the store it used, versions).
+
+Writes are atomic (a locked temp file, then ``os.replace``): a process killed
+half-way leaves no partial pack, and the next sweep removes its temp file. No pickles
+anywhere: Parquet and JSON only.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import math
 import os
 import platform
+import re
 from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
@@ -34,28 +39,27 @@ import numpy as np
 __all__ = [
     "CURVE_COLUMNS",
     "Results",
+    "Store",
+    "default_store",
     "provenance",
-    "shard_path",
-    "write_run",
-    "write_shard",
-    "write_failure",
-    "read_shard",
-    "read_failure",
-    "finished_ids",
-    "clean_temp",
     "merge",
     "load",
+    "clean_temp",
+    "write_manifest",
+    "read_manifest",
 ]
 
-RESULTS_SCHEMA = "1"
-SHARDS = "runs"
+RESULTS_SCHEMA = "2"
+PACKS = "packs"
 FAILED = "failed"
+QUARANTINE = "quarantine"
 CURVE_COLUMNS = ("batches", "steps", "samples", "time", "risk", "risk_avg", "risk_end_avg")
 """Per logged point: fresh batches T, steps, samples B·T, wall-clock (NaN without a
 pipeline) and the excess risks F(w) − F* of the last, averaged and batch-end-averaged
 iterates."""
 
-_META_KEY = b"echosim.summary"
+_META_KEY = b"echosim.summaries"
+_RUN_ID = re.compile(r"^[0-9a-f]{16}$")
 
 
 class Results(NamedTuple):
@@ -65,6 +69,11 @@ class Results(NamedTuple):
     curves: object
     tuned: object
     manifest: dict
+
+
+def default_store() -> Path:
+    """Where finished runs are kept: ``$ECHOSIM_STORE``, else ``echosim-results/store``."""
+    return Path(os.environ.get("ECHOSIM_STORE") or Path("echosim-results") / "store")
 
 
 @lru_cache(maxsize=1)
@@ -92,14 +101,6 @@ def _jsonify(d: dict) -> str:
         return v
 
     return json.dumps({k: conv(v) for k, v in d.items()})
-
-
-def shard_path(out, run_id: str) -> Path:
-    return Path(out) / SHARDS / f"{run_id}.parquet"
-
-
-def _failure_path(out, run_id: str) -> Path:
-    return Path(out) / FAILED / f"{run_id}.json"
 
 
 def _temp_name(path: Path) -> Path:
@@ -140,73 +141,141 @@ def _lock(f, blocking: bool) -> bool:
     return True
 
 
-def write_shard(out, summary: dict, curves: dict) -> Path:
-    """Write one finished run atomically (temp file, then ``os.replace``); returns its path."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    run_id = summary["run_id"]
-    cols = {}
-    for name in CURVE_COLUMNS:
-        a = np.asarray(curves[name])
-        cols[name] = pa.array(a.astype(np.int64) if name in ("batches", "steps", "samples") else
-                              a.astype(np.float64))
-    table = pa.table(cols).replace_schema_metadata({_META_KEY: _jsonify(summary).encode(),
-                                                    b"echosim.schema": RESULTS_SCHEMA.encode()})
-    final = shard_path(out, run_id)
-    with _atomic_file(final) as f:
-        pq.write_table(table, f, compression="zstd")
-    failed = _failure_path(out, run_id)
-    if failed.exists():
-        failed.unlink(missing_ok=True)
-    return final
+class StoreError(ValueError):
+    """The store cannot be used (e.g. its path is a file); one line naming the path."""
 
 
-def write_failure(out, summary: dict) -> Path:
-    """Record a failed run (JSON: its parameters and error); it is retried next time."""
-    path = _failure_path(out, summary["run_id"])
-    with _atomic_file(path) as f:
-        f.write(_jsonify(summary).encode("utf-8"))
-    return path
+class Store:
+    """Finished runs, found by run id whichever sweep wrote them.
+
+    ``add`` buffers payloads and ``flush`` writes them as one pack; ``read`` returns
+    (summary, curves) of finished runs; ``failure`` the record of a failed one.
+    Packs that cannot be read are moved to ``quarantine/`` and reported in
+    ``quarantined`` (their runs count as not done, so they are recomputed).
+    """
+
+    def __init__(self, root=None):
+        self.root = Path(default_store() if root is None else root)
+        if self.root.exists() and not self.root.is_dir():
+            raise StoreError(f"store {str(self.root)!r} is not a directory")
+        self._index: dict[str, Path] | None = None
+        self._summaries: dict[str, dict] = {}
+        self._buffer: list[dict] = []
+        self.quarantined: list[Path] = []
+
+    # -- the index of finished runs -------------------------------------------
+    def _load_index(self) -> dict[str, Path]:
+        if self._index is None:
+            import pyarrow.parquet as pq
+
+            index = {}
+            d = self.root / PACKS
+            for path in sorted(d.glob("*.parquet")) if d.is_dir() else ():
+                try:
+                    meta = pq.read_schema(path).metadata or {}
+                    summaries = json.loads(meta[_META_KEY])
+                except Exception:  # noqa: BLE001 - any unreadable pack is set aside, not fatal
+                    self._quarantine(path)
+                    continue
+                for rid, row in summaries.items():
+                    if rid not in index:
+                        index[rid] = path
+                        self._summaries[rid] = row
+            self._index = index
+        return self._index
+
+    def _quarantine(self, path: Path) -> None:
+        q = self.root / QUARANTINE
+        q.mkdir(parents=True, exist_ok=True)
+        target = q / path.name
+        os.replace(path, target)
+        self.quarantined.append(target)
+
+    def finished(self) -> set[str]:
+        """Run ids with a result (status ok or diverged)."""
+        return set(self._load_index())
+
+    def summary(self, run_id: str) -> dict | None:
+        self._load_index()
+        return self._summaries.get(run_id)
+
+    def failure(self, run_id: str) -> dict | None:
+        """The failure record of `run_id`, or None."""
+        path = self.root / FAILED / f"{run_id}.json"
+        try:
+            return json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+
+    def read(self, run_ids) -> dict[str, tuple[dict, dict]]:
+        """(summary, curves) of each finished run in `run_ids` (others are left out)."""
+        import pyarrow.compute as pc
+        import pyarrow.parquet as pq
+
+        index = self._load_index()
+        by_pack: dict[Path, list[str]] = {}
+        for rid in run_ids:
+            if rid in index:
+                by_pack.setdefault(index[rid], []).append(rid)
+        out = {}
+        for path, ids in by_pack.items():
+            table = pq.read_table(path)
+            rid_col = table.column("run_id")
+            for rid in ids:
+                rows = table.filter(pc.equal(rid_col, rid))
+                out[rid] = (self._summaries[rid], {name: rows.column(name).to_numpy() for name in CURVE_COLUMNS})
+        return out
+
+    # -- writing --------------------------------------------------------------
+    def add(self, payload: dict) -> None:
+        """Record a run's payload: a failure at once, a result at the next `flush`."""
+        row = payload["summary"]
+        if row["status"] == "failed":
+            with _atomic_file(self.root / FAILED / f"{row['run_id']}.json") as f:
+                f.write(_jsonify(row).encode("utf-8"))
+        else:
+            self._buffer.append(payload)
+
+    @property
+    def pending(self) -> int:
+        """Results added but not yet written."""
+        return len(self._buffer)
+
+    def flush(self) -> list[dict]:
+        """Write the buffered results as one pack (atomically); returns their payloads."""
+        if not self._buffer:
+            return []
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        done, self._buffer = self._buffer, []
+        ids = [p["summary"]["run_id"] for p in done]
+        lengths = [len(p["curves"]["batches"]) for p in done]
+        cols = {"run_id": pa.DictionaryArray.from_arrays(
+            pa.array(np.repeat(np.arange(len(ids), dtype=np.int32), lengths)), pa.array(ids))}
+        for name in CURVE_COLUMNS:
+            parts = [np.asarray(p["curves"][name]) for p in done]
+            kind = np.int64 if name in ("batches", "steps", "samples") else np.float64
+            cols[name] = pa.array(np.concatenate(parts).astype(kind) if parts else np.zeros(0, kind))
+        summaries = {p["summary"]["run_id"]: json.loads(_jsonify(p["summary"])) for p in done}
+        table = pa.table(cols).replace_schema_metadata({_META_KEY: json.dumps(summaries).encode(),
+                                                        b"echosim.schema": RESULTS_SCHEMA.encode()})
+        path = self.root / PACKS / f"{ids[0]}-{len(ids)}.parquet"
+        with _atomic_file(path) as f:
+            pq.write_table(table, f, compression="zstd")
+        index = self._load_index()
+        for rid in ids:
+            index.setdefault(rid, path)
+            self._summaries.setdefault(rid, summaries[rid])
+            (self.root / FAILED / f"{rid}.json").unlink(missing_ok=True)
+        return done
+
+    def clean_temp(self) -> int:
+        """Remove temp files whose writer is gone (see `clean_temp`)."""
+        return clean_temp(self.root)
 
 
-def write_run(out, payload: dict) -> Path:
-    """Write a run's payload (``{"summary": ..., "curves": ... or None}``) as shard or failure."""
-    if payload["summary"]["status"] == "failed":
-        return write_failure(out, payload["summary"])
-    return write_shard(out, payload["summary"], payload["curves"])
-
-
-def read_shard(path) -> tuple[dict, dict]:
-    """(summary dict, curves as a dict of arrays) of one shard."""
-    import pyarrow.parquet as pq
-
-    table = pq.read_table(path)
-    meta = table.schema.metadata or {}
-    if _META_KEY not in meta:
-        raise ValueError(f"{path}: not an echosim result shard (no {_META_KEY.decode()} metadata)")
-    summary = json.loads(meta[_META_KEY])
-    curves = {name: table.column(name).to_numpy() for name in CURVE_COLUMNS}
-    return summary, curves
-
-
-def read_failure(out, run_id: str) -> dict | None:
-    path = _failure_path(out, run_id)
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-
-
-def finished_ids(out) -> set[str]:
-    """Run ids that have a complete shard under `out` (temporary files are ignored)."""
-    d = Path(out) / SHARDS
-    if not d.is_dir():
-        return set()
-    return {p.name[:-8] for p in d.iterdir() if p.name.endswith(".parquet") and not p.name.startswith(".")}
-
-
-def clean_temp(out) -> int:
+def clean_temp(root) -> int:
     """Remove temporary files whose writer is gone (killed mid-write); returns how many.
 
     A temp file is stale when no process holds its lock and its writer's pid no longer
@@ -214,8 +283,8 @@ def clean_temp(out) -> int:
     A live writer's file is never touched, whatever the timing.
     """
     n = 0
-    for sub in (SHARDS, FAILED, "."):
-        d = Path(out) / sub
+    for sub in (PACKS, FAILED, "."):
+        d = Path(root) / sub
         if not d.is_dir():
             continue
         for p in d.glob(".*.tmp"):
@@ -269,15 +338,16 @@ def _analysis(row: dict, curves: dict | None, settings: dict) -> dict:
         return {"converged": False, "conv_index": -1, "conv_batches": math.inf, "conv_steps": math.inf,
                 "conv_samples": math.inf, "conv_time": math.inf if has_time else math.nan}
     return convergence(curves, F_star, rtol=settings.get("rtol"), atol=settings.get("atol"),
-                       window=settings["window"], iterate=settings["iterate"], status=status)
+                       fraction=settings.get("fraction"), window=settings["window"],
+                       iterate=settings["iterate"], status=status, rule=settings.get("rule", "first"))
 
 
 def merge(out, run_ids, settings: dict, payloads: dict | None = None, write: bool = True,
-          curves_as: str = "pandas") -> Results:
-    """Merge the runs `run_ids` (in this order) of directory `out` into tables.
+          curves_as: str = "pandas", store: Store | None = None) -> Results:
+    """Merge the runs `run_ids` (in this order) into tables, written under `out`.
 
-    `payloads` maps run id → payload already in memory (the others are read from their
-    shard or failure record; a run with neither is left out and counted as missing).
+    `payloads` maps run id → payload already in memory (the others are read from the
+    `store` or its failure records; a run with neither is left out and counted as missing).
     Convergence times are computed here with `settings` (rtol/atol, window, iterate), so
     changing the target needs no re-run. With `write`, the tables are written to
     ``summary.parquet``, ``curves.parquet`` and ``tuned.parquet`` atomically.
@@ -290,24 +360,26 @@ def merge(out, run_ids, settings: dict, payloads: dict | None = None, write: boo
     from echosim.experiments.analysis import tune
 
     payloads = payloads or {}
+    store = store if store is not None else Store()
+    stored = store.read([rid for rid in run_ids if rid not in payloads])
     rows, curve_parts = [], []
     for rid in run_ids:
         p = payloads.get(rid)
         if p is not None:
             summary, curves = p["summary"], p.get("curves")
+        elif rid in stored:
+            summary, curves = stored[rid]
         else:
-            path = shard_path(out, rid)
-            if path.exists():
-                summary, curves = read_shard(path)
-            else:
-                summary, curves = read_failure(out, rid), None
-                if summary is None:
-                    continue
+            summary, curves = store.failure(rid), None
+            if summary is None:
+                continue
         row = dict(summary)
         row.update(_analysis(row, curves, settings))
         row["target.rtol"] = math.nan if settings.get("rtol") is None else float(settings["rtol"])
         row["target.atol"] = math.nan if settings.get("atol") is None else float(settings["atol"])
+        row["target.fraction"] = math.nan if settings.get("fraction") is None else float(settings["fraction"])
         row["target.window"] = int(settings["window"])
+        row["target.rule"] = settings.get("rule", "first")
         row["target.iterate"] = settings["iterate"]
         rows.append(row)
         if curves is not None and summary.get("status") != "failed":
@@ -387,12 +459,12 @@ def _to_pandas(table):
 
 
 def load(path, curves: bool = True) -> Results:
-    """Read a results directory: (summary, curves, tuned) DataFrames and the manifest.
+    """Read a sweep's results directory: (summary, curves, tuned) DataFrames and the manifest.
 
-    If the merged tables are missing (a sweep still running, or killed), the shards are
-    merged on the fly with the manifest's analysis settings (default target otherwise).
-    String parameter columns of the curves table come back as pandas Categoricals
-    (they repeat along each curve).
+    If the merged tables are missing or stale (a sweep still running, or killed), the
+    runs are merged on the fly from the store named in the manifest, with its
+    analysis settings. String parameter columns of the curves table come back as
+    pandas Categoricals (they repeat along each curve).
     """
     import pandas as pd
     import pyarrow.parquet as pq
@@ -415,15 +487,16 @@ def load(path, curves: bool = True) -> Results:
             curves_df = pq.read_table(d / "curves.parquet").to_pandas() if (d / "curves.parquet").exists() \
                 else pd.DataFrame()
         return Results(summary, curves_df, tuned, manifest)
-    if not (d / SHARDS).is_dir() and not (d / FAILED).is_dir():
-        raise ValueError(f"{str(path)!r} holds no echosim results (no summary.parquet, no runs/)")
     run_ids = manifest.get("run_ids")
-    if run_ids is None:
-        ids = finished_ids(d) | {p.stem for p in (d / FAILED).glob("*.json")}
-        run_ids = sorted(ids)
+    if not manifest or run_ids is None:
+        raise ValueError(f"{str(path)!r} holds no echosim results (no summary.parquet, no manifest.json)")
+    bad = [r for r in run_ids if not isinstance(r, str) or not _RUN_ID.match(r)]
+    if bad:
+        raise ValueError(f"{mpath}: run_ids must be 16 hex digits, got {bad[0]!r}")
+    store = Store(manifest.get("store"))
     settings = manifest.get("settings") or {"rtol": 0.01, "atol": None, "window": 10, "iterate": "last",
                                             "tune_by": "batches"}
-    res = merge(d, run_ids, settings, write=False)
+    res = merge(d, run_ids, settings, write=False, store=store)
     return Results(res.summary, res.curves if curves else None, res.tuned, manifest)
 
 

@@ -16,16 +16,20 @@ Exceptions become a "failed" payload carrying the error, never a result.
 
 from __future__ import annotations
 
+import math
 import sys
 import time
+from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from echosim.experiments import store
-from echosim.experiments.assemble import _batch_time, _log_every, execute_run, warm_up
-from echosim.experiments.executors import Progress, _run_dask, _run_local, _run_serial, default_workers
+from echosim.experiments.assemble import _log_every, execute_run, warm_up
+from echosim.pipeline.schedule import mean_batch_time
+from echosim.experiments import executors
+from echosim.experiments.executors import Progress, default_workers
 from echosim.experiments.specs import SweepConfig, build_pipeline, build_problem
 
 __all__ = ["run_sweep", "estimate", "SweepReport"]
@@ -60,20 +64,39 @@ class SweepReport:
         return self._curves_df
 
 
+FLUSH_RUNS = 64
+"""Finished runs written to the store together, as one pack (fewer, larger files)."""
+FLUSH_SECONDS = 2.0
+"""...or after this long, whichever comes first: a crash loses at most this much work."""
+
+
 def _prepare_out(config: SweepConfig, out: Path) -> str:
-    """Create `out`; say so if it held another config's results (their shards are reused)."""
+    """Create `out`; say so if it held another config's tables (they are replaced)."""
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out {str(out)!r} is a file, not a directory")
     out.mkdir(parents=True, exist_ok=True)
-    note = ""
     old = store.read_manifest(out)
     if old and old.get("config_hash") != config.config_hash:
-        note = (f"note: {out} held the results of another config ({old.get('name')}, "
-                f"{str(old.get('config_hash'))[:10]}); its shards are kept and reused where run ids match, "
-                "its merged tables are replaced")
-    store.clean_temp(out)
-    return note
+        return (f"note: {out} held the tables of another config ({old.get('name')}, "
+                f"{str(old.get('config_hash'))[:10]}); they are replaced (its runs stay in the store)")
+    return ""
 
 
-def _manifest(config: SweepConfig, counts: dict, complete: bool) -> dict:
+@contextmanager
+def _locked(out: Path):
+    """Hold `out` for this sweep; a second sweep on the same directory is told it is busy."""
+    import fcntl
+
+    with open(out / ".lock", "w") as f:
+        try:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise ValueError(f"--out {str(out)!r} is in use by another sweep; wait for it or choose "
+                             "another --out (finished runs are shared through the store either way)") from None
+        yield
+
+
+def _manifest(config: SweepConfig, results: store.Store, runs, counts: dict, complete: bool) -> dict:
     return {
         "schema": store.RESULTS_SCHEMA,
         "name": config.name,
@@ -83,8 +106,9 @@ def _manifest(config: SweepConfig, counts: dict, complete: bool) -> dict:
         "config_text": config.text,
         "settings": config.settings,
         "axes": list(config.axes),
-        "n_runs": len(config.runs),
-        "run_ids": [r.run_id for r in config.runs],
+        "store": str(results.root.resolve()),
+        "n_runs": len(runs),
+        "run_ids": [r.run_id for r in runs],
         "counts": counts,
         "complete": complete,
         "provenance": store.provenance(),
@@ -92,18 +116,20 @@ def _manifest(config: SweepConfig, counts: dict, complete: bool) -> dict:
 
 
 def run_sweep(config: SweepConfig, out=None, *, workers: int | None = None, scheduler: str | None = None,
-              progress: bool = True, stream=None, on_done=None) -> SweepReport:
-    """Run every unfinished run of `config`, then merge all of them.
+              progress: bool = True, stream=None, on_done=None, store_dir=None) -> SweepReport:
+    """Run every run of `config` that the store does not hold yet, then merge all of them.
 
     Parameters
     ----------
     config : a validated `SweepConfig` (see `echosim.experiments.config.load_config`).
-    out : results directory (default ``config.default_out()``, derived from the
-        config's hash, so another config never lands in it by default).
+    out : the sweep's directory for its tables (default ``config.default_out()``,
+        derived from the config's hash, so another config never lands in it by default).
     workers : local worker processes (default: all cores; 1 runs in this process).
     scheduler : address of a Dask distributed scheduler; runs go there instead.
     progress : show progress on `stream` (default stderr).
-    on_done : called with each finished run's payload, as it is written.
+    on_done : called with each finished run's payload once it is stored.
+    store_dir : the run store (default `echosim.experiments.store.default_store`):
+        any run it holds, whichever sweep computed it, is reused, not recomputed.
     """
     t0 = time.perf_counter()
     stream = stream if stream is not None else sys.stderr
@@ -111,39 +137,139 @@ def run_sweep(config: SweepConfig, out=None, *, workers: int | None = None, sche
     workers = default_workers() if workers is None else int(workers)
     if workers < 1:
         raise ValueError(f"workers must be an integer >= 1, got {workers}")
+    results = store.Store(store_dir)
     note = _prepare_out(config, out)
-    if note and progress:
-        print(note, file=stream)
-    done = store.finished_ids(out)
-    pending = [r for r in config.runs if r.run_id not in done]
-    store.write_manifest(out, _manifest(config, {"pending": len(pending)}, complete=False))
-    payloads: dict = {}
-    compile_s = 0.0
-    # runs that share their fresh batches (same data seed) run back to back, so each
-    # worker's batch cache serves them, and the biggest batches go first, so the last
-    # runs to finish are short ones; the order changes no result
-    pending.sort(key=lambda r: (-r.optimizer["batch_size"] * r.run.get("n_batches", 1), r.seed, r.run_id))
-    if pending:
-        compile_s = warm_up(config) if scheduler is None else 0.0
-        bar = Progress(len(pending), stream=stream, enabled=progress)
-        on_done = on_done or (lambda payload: None)
-        if scheduler is not None:
-            _run_dask(pending, out, scheduler, bar, payloads, on_done)
-        elif workers == 1 or len(pending) == 1:
-            _run_serial(pending, out, bar, payloads, on_done)
-        else:
-            _run_local(pending, out, min(workers, len(pending)), bar, payloads, on_done)
-    merged = store.merge(out, [r.run_id for r in config.runs], config.settings, payloads=payloads,
-                           curves_as="arrow")
-    counts = {s: int((merged.summary["status"] == s).sum()) if len(merged.summary) else 0
-              for s in ("ok", "diverged", "failed")}
-    counts["missing"] = len(config.runs) - sum(counts.values())
-    complete = counts["failed"] == 0 and counts["missing"] == 0
-    store.write_manifest(out, _manifest(config, counts, complete=complete))
-    return SweepReport(out=out, n_runs=len(config.runs), n_new=len(pending), n_resumed=len(config.runs) - len(pending),
-                       counts=counts, elapsed=time.perf_counter() - t0, compile_seconds=compile_s,
-                       workers=workers, scheduler=scheduler, summary=merged.summary, tuned=merged.tuned,
+    with _locked(out):
+        results.clean_temp()
+        done = results.finished()
+        if results.quarantined and progress:
+            print(f"note: moved {len(results.quarantined)} unreadable pack(s) to {results.root / store.QUARANTINE}; "
+                  "their runs are computed again", file=stream)
+        if note and progress:
+            print(note, file=stream)
+        runs = list(config.runs)
+        store.write_manifest(out, _manifest(config, results, runs, {"pending": len(runs)}, complete=False))
+        payloads: dict = {}
+        counter = {"new": 0, "compile": 0.0, "workers": 0}
+
+        def execute(specs):
+            pending = [r for r in specs if r.run_id not in done and r.run_id not in payloads]
+            # runs that share their fresh batches (same data seed) run back to back, so each
+            # worker's batch cache serves them, and the biggest batches go first, so the last
+            # runs to finish are short ones; the order changes no result
+            pending.sort(key=lambda r: (-r.optimizer["batch_size"] * r.run.get("n_batches", 1), r.seed, r.run_id))
+            if not pending:
+                return
+            if not counter["new"]:
+                counter["compile"] = warm_up(config) if scheduler is None else 0.0
+            used = 0 if scheduler is not None else min(workers, len(pending))
+            counter["workers"] = max(counter["workers"], used)
+            if scheduler is not None:
+                finished = executors.dask(pending, scheduler)
+            elif used == 1:
+                finished = executors.serial(pending)
+            else:
+                finished = executors.local(pending, used)
+            _record(finished, results, payloads, Progress(len(pending), stream=stream, enabled=progress),
+                    on_done or (lambda payload: None))
+            counter["new"] += len(pending)
+
+        execute(runs)
+        for round_no in range(config.settings.get("lr_extend", 0)):
+            tuned = store.merge(out, [r.run_id for r in runs], config.settings, payloads=payloads, write=False,
+                                curves_as=None, store=results).tuned
+            more = lr_extensions(runs, tuned, config.settings)
+            if not more:
+                break
+            if progress:
+                print(f"extending the lr grid past its edge for {len(more)} run(s) (round {round_no + 1} of at most "
+                      f"{config.settings['lr_extend']})", file=stream)
+            runs += more
+            execute(more)
+        merged = store.merge(out, [r.run_id for r in runs], config.settings, payloads=payloads,
+                             curves_as="arrow", store=results)
+        counts = {s: int((merged.summary["status"] == s).sum()) if len(merged.summary) else 0
+                  for s in ("ok", "diverged", "failed")}
+        counts["missing"] = len(runs) - sum(counts.values())
+        complete = counts["failed"] == 0 and counts["missing"] == 0
+        store.write_manifest(out, _manifest(config, results, runs, counts, complete=complete))
+    return SweepReport(out=out, n_runs=len(runs), n_new=counter["new"], n_resumed=len(runs) - counter["new"],
+                       counts=counts, elapsed=time.perf_counter() - t0, compile_seconds=counter["compile"],
+                       workers=counter["workers"], scheduler=scheduler, summary=merged.summary, tuned=merged.tuned,
                        curves_table=merged.curves, note=note)
+
+
+LR_RATIO = 10 ** (1 / 20)
+"""The ratio an lr grid is extended by past an edge: the paper's 10^(1/20)."""
+LR_EXTEND_BY = 4
+"""Grid values added past an edge per round."""
+
+
+def lr_extensions(runs, tuned, settings) -> list:
+    """Runs that continue the lr grid past the edge where a setting's tuned lr sits.
+
+    For every row of `tuned` whose lr is the largest (smallest) of its grid, the runs of
+    that setting at that lr are repeated at lr·r^j (lr·r^−j), j = 1 … `LR_EXTEND_BY`,
+    r = `LR_RATIO`; a setting is bracketed once a larger (smaller) lr exists that is
+    worse, which includes lrs that diverge.
+    """
+    from echosim.experiments.specs import with_lr
+
+    if tuned is None or not len(tuned) or "lr_edge" not in tuned:
+        return []
+    params = list(tuned.columns[: list(tuned.columns).index("optimizer.lr")])
+    by_setting: dict = {}
+    for spec in runs:
+        p = spec.params()
+        by_setting.setdefault(tuple(_key(p.get(c)) for c in params), []).append(spec)
+    known = {r.run_id for r in runs}
+    out = []
+    for _, row in tuned[tuned["lr_edge"] != ""].iterrows():
+        specs = by_setting.get(tuple(_key(row[c]) for c in params), [])
+        if not specs:
+            continue
+        sign = 1 if row["lr_edge"] == "high" else -1
+        edge = (max if sign > 0 else min)(s.optimizer["lr"] for s in specs)
+        for spec in specs:
+            if spec.optimizer["lr"] != edge:
+                continue
+            for j in range(1, LR_EXTEND_BY + 1):
+                new = with_lr(spec, float(edge * LR_RATIO ** (sign * j)))
+                if new.run_id not in known:
+                    known.add(new.run_id)
+                    out.append(new)
+    return out
+
+
+def _key(v):
+    """A hashable, NaN-safe form of a parameter value (tables turn None into NaN)."""
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return None
+    return float(v) if isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool) else v
+
+
+def _record(finished, results: store.Store, payloads: dict, bar: Progress, on_done) -> None:
+    """Store each payload as it finishes, in packs; on any exit, store what is finished."""
+    last = time.perf_counter()
+
+    def flush():
+        for payload in results.flush():
+            on_done(payload)
+
+    try:
+        with closing(finished):
+            for payload in finished:
+                payloads[payload["summary"]["run_id"]] = payload
+                results.add(payload)
+                if payload["summary"]["status"] == "failed":
+                    on_done(payload)
+                bar.update()
+                if results.pending >= FLUSH_RUNS or time.perf_counter() - last >= FLUSH_SECONDS:
+                    flush()
+                    last = time.perf_counter()
+    finally:
+        bar.close()
+        flush()
 
 
 # --------------------------------------------------------------------------- estimate
@@ -157,31 +283,52 @@ def _cost_units(spec) -> float:
     if "n_batches" in spec.run:
         T = spec.run["n_batches"]
     else:
-        T = spec.run["time_budget"] / _batch_time(build_pipeline(spec.pipeline))
+        T = spec.run["time_budget"] / mean_batch_time(build_pipeline(spec.pipeline, spec.echo))
     if spec.pipeline is not None and spec.pipeline["policy"] == "greedy":
-        p = build_pipeline(spec.pipeline)
+        p = build_pipeline(spec.pipeline, spec.echo)
         K = min(p.max_echo, max(1.0, p.arrival.mean / p.workers / p.step_time.mean))
     else:
-        K = float(spec.optimizer.get("echo", 1))
+        K = float(spec.echo or 1)
     points = T / _log_every(spec.run, max(1, int(T)))
     n_data = getattr(problem, "X", None)
     risk_cost = 3 * (n_data.shape[0] * d if n_data is not None else 300)
     return T * B * d * (1 + 2 * K) + points * risk_cost + 20_000
 
 
-def estimate(config: SweepConfig, out=None, workers: int | None = None) -> dict:
+_CALIBRATION_UNITS = 2e7
+"""Cost units of one calibration run (about 0.1-0.5 s here), so --dry-run stays quick."""
+
+
+def _calibration_copy(spec):
+    """`spec` shortened (fewer batches, then a smaller fixed K) to at most _CALIBRATION_UNITS."""
+    import dataclasses
+
+    units = _cost_units(spec)
+    T = spec.run["n_batches"]
+    if units > _CALIBRATION_UNITS and T > 1:
+        run = dict(spec.run, n_batches=max(1, int(T * _CALIBRATION_UNITS / units)))
+        spec = dataclasses.replace(spec, run=run)
+        units = _cost_units(spec)
+    policy = None if spec.pipeline is None else spec.pipeline["policy"]
+    if units > _CALIBRATION_UNITS and policy in (None, "fixed", "example") and (spec.echo or 1) > 1:
+        K = max(1, int((spec.echo or 1) * _CALIBRATION_UNITS / units))
+        spec = dataclasses.replace(spec, echo=K)
+    return spec
+
+
+def estimate(config: SweepConfig, out=None, workers: int | None = None, store_dir=None) -> dict:
     """Predicted wall time of the runs still to do.
 
     Method: a cost model in T·B·d·(1 + 2K) plus per-logged-point and per-run terms,
     calibrated by timing shortened copies (at most 200 fresh batches) of the grid's
-    cheapest and most expensive runs; compile time is measured separately. Runs with a
-    shard under `out` are not counted.
+    cheapest and most expensive runs; compile time is measured separately. Runs the
+    store already holds are not counted.
     """
     import dataclasses
 
     workers = default_workers() if workers is None else int(workers)
     out = Path(out) if out is not None else config.default_out()
-    done = store.finished_ids(out)
+    done = store.Store(store_dir).finished()
     pending = [r for r in config.runs if r.run_id not in done]
     compile_s = warm_up(config)
     if not pending:
@@ -196,9 +343,9 @@ def estimate(config: SweepConfig, out=None, workers: int | None = None) -> dict:
         if "n_batches" in run:
             run["n_batches"] = min(run["n_batches"], 200)
         else:
-            T = run.pop("time_budget") / _batch_time(build_pipeline(spec.pipeline))
+            T = run.pop("time_budget") / mean_batch_time(build_pipeline(spec.pipeline, spec.echo))
             run["n_batches"] = int(min(max(T, 1), 200))
-        short = dataclasses.replace(spec, run=run)
+        short = _calibration_copy(dataclasses.replace(spec, run=run))
         t = time.perf_counter()
         execute_run(short)
         t_sum += time.perf_counter() - t

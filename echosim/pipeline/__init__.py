@@ -4,10 +4,10 @@ its echo policies, and `simulate(pipeline, T, seed) -> Schedule` (Numba event lo
 Pure layer: imports NumPy, SciPy and Numba only.
 """
 
-from echosim.pipeline.model import BLOCKING, DELIVERIES, POLICIES, Pipeline
+from echosim.pipeline.model import BLOCKING, DELIVERIES, ECHO_POLICIES, POLICIES, Pipeline, check_echo
 from echosim.pipeline.profiling import profile
 
-from echosim.pipeline.schedule import Schedule, simulate, simulate_with_times
+from echosim.pipeline.schedule import Schedule, echo_schedule, simulate, simulate_until, simulate_with_times
 from echosim.pipeline.service_times import (
     FAMILIES,
     Deterministic,
@@ -23,7 +23,7 @@ from echosim.pipeline.service_times import (
 from echosim.pipeline.traces import Fit, Trace, fit_service_times
 
 __all__ = [
-    "Pipeline", "Schedule", "simulate", "simulate_with_times", "POLICIES", "DELIVERIES", "BLOCKING",
+    "Pipeline", "Schedule", "simulate", "simulate_until", "simulate_with_times", "echo_schedule", "check_echo", "ECHO_POLICIES", "POLICIES", "DELIVERIES", "BLOCKING",
     "ServiceTime", "Deterministic", "Exponential", "Gamma", "LogNormal", "Pareto", "Stall", "Trace",
     "FAMILIES", "as_service_time", "service_time_from_dict", "profile", "Fit", "fit_service_times",
 ]

@@ -106,10 +106,14 @@ from typing import Any
 
 from echosim.pipeline.service_times import as_service_time
 from echosim.pipeline.service_times import ServiceTime
+from echosim.pipeline.sizes import check_fits
 
-__all__ = ["Pipeline", "POLICIES"]
+__all__ = ["Pipeline", "POLICIES", "ECHO_POLICIES", "check_echo"]
 
 POLICIES = ("sync", "fixed", "greedy", "example")
+"""The echo policies, the one registry of their names."""
+ECHO_POLICIES = ("fixed", "example")
+"""The policies that take an echo factor K."""
 DELIVERIES = ("ordered", "unordered")
 BLOCKING = ("before", "after")
 
@@ -125,6 +129,17 @@ def _int_field(name: str, value: Any, lo: int) -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < lo:
         raise ValueError(f"{name} must be an integer >= {lo}, got {value!r}")
     return int(value)
+
+
+def check_echo(value: Any, name: str = "echo", integer: bool = False) -> float | int:
+    """The echo factor K (Choi et al.'s e): a finite number >= 1, an integer where asked."""
+    ok = not isinstance(value, bool) and isinstance(value, numbers.Real) and math.isfinite(value) and value >= 1
+    if ok and integer and value != math.floor(value):
+        raise ValueError(f"{name} must be an integer >= 1 (a non-integer echo factor needs pipeline policy "
+                         f"'fixed', which rounds it at random), got {value!r}")
+    if not ok:
+        raise ValueError(f"{name} must be {'an integer' if integer else 'a finite number'} >= 1, got {value!r}")
+    return int(value) if integer else float(value)
 
 
 def _choice(name: str, value: Any, allowed: tuple[str, ...]) -> str:
@@ -187,6 +202,7 @@ class Pipeline:
         set_ = object.__setattr__
         set_(self, "arrival", _service("Pipeline.arrival", self.arrival))
         set_(self, "workers", _int_field("Pipeline.workers", self.workers, 1))
+        check_fits("Pipeline.workers", self.workers, 24, what="the state of every loader worker")
         set_(self, "prefetch", _int_field("Pipeline.prefetch", self.prefetch, 1))
         set_(self, "step_time", _service("Pipeline.step_time", self.step_time))
         set_(self, "policy", _choice("Pipeline.policy", self.policy, POLICIES))
@@ -198,12 +214,10 @@ class Pipeline:
             raise ValueError(f"Pipeline.switch_overhead must be a finite number >= 0, got {h!r}")
         set_(self, "switch_overhead", float(h))
         e = self.echo
-        if self.policy in ("fixed", "example"):
+        if self.policy in ECHO_POLICIES:
             if e is None:
                 raise ValueError(f"Pipeline.echo is required for policy {self.policy!r} (a number >= 1)")
-            if isinstance(e, bool) or not isinstance(e, numbers.Real) or not (math.isfinite(e) and e >= 1):
-                raise ValueError(f"Pipeline.echo must be a finite number >= 1, got {e!r}")
-            set_(self, "echo", float(e))
+            set_(self, "echo", check_echo(e, "Pipeline.echo"))
         elif e is not None:
             raise ValueError(
                 f"Pipeline.echo applies only to policies 'fixed' and 'example', got echo={e!r} "

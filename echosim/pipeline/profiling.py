@@ -78,7 +78,11 @@ def profile(
     if mode not in ("cycle", "resample"):
         raise ValueError(f"mode must be one of ('cycle', 'resample'), got {mode!r}")
 
-    it = iter(iterable)
+    try:
+        it = iter(iterable)
+    except TypeError:
+        raise ValueError(f"iterable must be an iterable of batches (e.g. a DataLoader), got "
+                         f"{type(iterable).__name__} {iterable!r:.60}") from None
     for k in range(warmup):
         try:
             next(it)

@@ -4,6 +4,7 @@ and return when each fresh batch is ready and which batch every optimizer step u
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import numbers
 from dataclasses import dataclass
@@ -11,11 +12,12 @@ from typing import Any
 
 import numpy as np
 
-from echosim.pipeline.model import _POLICY_CODE, Pipeline, _int_field
+from echosim.pipeline.model import _POLICY_CODE, ECHO_POLICIES, Pipeline, _int_field, check_echo
 from echosim.pipeline.service_times import Deterministic, ServiceTime
+from echosim.pipeline.sizes import check_fits
 from echosim.pipeline.traces import Trace
 
-__all__ = ["Schedule", "simulate", "simulate_with_times"]
+__all__ = ["Schedule", "simulate", "simulate_until", "simulate_with_times", "echo_schedule"]
 
 # step times drawn per chunk when their number is not known in advance ("greedy")
 _CHUNK_MIN = 4096
@@ -58,37 +60,64 @@ class Schedule:
         Loader completions plus steps processed by the event loop.
     """
 
-    ready_time: np.ndarray
     steps_per_batch: np.ndarray
-    step_start: np.ndarray
-    step_end: np.ndarray
-    step_batch: np.ndarray
-    step_examples: np.ndarray | None
-    batch_size: int | None
-    enter_time: np.ndarray
-    take_time: np.ndarray
-    workers: int
-    prefetch: int
-    busy_time: float
-    switch_time: float
-    buffer_area: float
-    blocked_area: float
-    n_events: int
+    ready_time: np.ndarray | None = None
+    step_start: np.ndarray | None = None
+    step_end: np.ndarray | None = None
+    step_batch: np.ndarray | None = None
+    step_examples: np.ndarray | None = None
+    batch_size: int | None = None
+    enter_time: np.ndarray | None = None
+    take_time: np.ndarray | None = None
+    workers: int = 0
+    prefetch: int = 0
+    busy_time: float = 0.0
+    switch_time: float = 0.0
+    buffer_area: float = 0.0
+    blocked_area: float = 0.0
+    n_events: int = 0
 
     @property
     def n_batches(self) -> int:
         """T, the number of fresh batches."""
-        return int(self.ready_time.shape[0])
+        return int(self.steps_per_batch.shape[0])
 
     @property
     def n_steps(self) -> int:
         """N = sum_t K_t, the number of optimizer steps."""
-        return int(self.step_end.shape[0])
+        return int(self.step_end.shape[0]) if self.timed else int(self.steps_per_batch.sum())
+
+    @property
+    def timed(self) -> bool:
+        """Whether the schedule has a clock (simulated) or only step counts (`echo_schedule`)."""
+        return self.step_end is not None
 
     @property
     def makespan(self) -> float:
-        """End of the last step (the simulation starts at time 0)."""
+        """End of the last step (the simulation starts at time 0); NaN without a clock."""
+        if not self.timed:
+            return math.nan
         return float(self.step_end[-1]) if self.n_steps else 0.0
+
+    def first_steps(self, n: int) -> Schedule:
+        """The first `n` steps, with the fresh batches they use (the last one possibly cut short)."""
+        n = _int_field("n", n, 1)
+        if n >= self.n_steps:
+            return self
+        if not self.timed:
+            cum = np.cumsum(self.steps_per_batch)
+            used = int(np.searchsorted(cum, n)) + 1  # the batch that holds step n
+            spb = self.steps_per_batch[:used].copy()
+            spb[-1] -= int(cum[used - 1]) - n
+            return Schedule(steps_per_batch=spb)
+        used = int(self.step_batch[n - 1]) + 1
+        spb = np.bincount(self.step_batch[:n], minlength=used).astype(np.int64)
+        ex = None if self.step_examples is None else self.step_examples[:n]
+        return dataclasses.replace(
+            self, ready_time=self.ready_time[:used], steps_per_batch=spb, step_start=self.step_start[:n],
+            step_end=self.step_end[:n], step_batch=self.step_batch[:n], step_examples=ex,
+            enter_time=self.enter_time[:used], take_time=self.take_time[:used],
+            busy_time=float(np.sum(self.step_end[:n] - self.step_start[:n])))
 
     def summary(self) -> dict:
         """Long-run figures of the run, as one flat dict.
@@ -100,6 +129,8 @@ class Schedule:
         ``mean_buffer_occupancy`` (time average) and ``mean_buffer_wait`` (per batch,
         enter to take), which satisfy Little's law: occupancy = throughput * wait.
         """
+        if not self.timed:
+            raise ValueError("summary() needs a simulated schedule: this one holds step counts only")
         span = self.makespan
         T = self.n_batches
         util = self.busy_time / span
@@ -123,6 +154,34 @@ class Schedule:
             f"Schedule(n_batches={self.n_batches}, n_steps={self.n_steps}, "
             f"makespan={self.makespan:.6g}, batch_size={self.batch_size})"
         )
+
+
+# ---------------------------------------------------------------------------
+# schedules without a clock
+
+
+def echo_schedule(echo, n_batches: int | None = None) -> Schedule:
+    """K_t steps on fresh batch t, without a clock: ``echo`` is K (with `n_batches` = T)
+    or an integer array of K_t. The one place where a step count K enters a run.
+
+    >>> echo_schedule(4, n_batches=3).steps_per_batch
+    array([4, 4, 4])
+    """
+    if np.ndim(echo) == 0:
+        K = check_echo(echo, "echo", integer=True)
+        if n_batches is None:
+            raise ValueError("n_batches is required when echo is a number")
+        T = _int_field("n_batches", n_batches, 1)
+        check_fits("n_batches", T, 8, what="K_t of every fresh batch")
+        return Schedule(steps_per_batch=np.full(T, K, dtype=np.int64))
+    K_t = np.asarray(echo)
+    if K_t.ndim != 1 or K_t.size == 0 or not np.issubdtype(K_t.dtype, np.integer):
+        raise ValueError("echo must be an integer K, or a non-empty 1-D integer array of K_t (one per batch)")
+    if n_batches is not None and n_batches != K_t.size:
+        raise ValueError(f"n_batches={n_batches} does not match len(echo)={K_t.size}")
+    if K_t.min() < 1:
+        raise ValueError(f"echo: every K_t must be an integer >= 1, got min {K_t.min()}")
+    return Schedule(steps_per_batch=K_t.astype(np.int64))
 
 
 # ---------------------------------------------------------------------------
@@ -192,6 +251,22 @@ def _round_echo(e: float, n: int, u: np.ndarray | None) -> np.ndarray:
     return base + (u[:n] < (e - base)).astype(np.int64)
 
 
+def schedule_bytes_per_batch(pipeline: Pipeline, batch_size: int | None = None) -> float:
+    """Rough bytes a simulated Schedule holds per fresh batch (per-batch and per-step arrays)."""
+    steps = {"sync": 1.0, "fixed": pipeline.echo, "example": pipeline.echo}.get(pipeline.policy)
+    if steps is None:  # greedy: about what the event loop allocates up front
+        steps = 1.1 * _estimate_echo(pipeline)
+    per = 64.0 + 32.0 * steps
+    if pipeline.policy == "example":
+        per += (batch_size or 1) * (1.0 + 8.0 * steps)  # extra copies, example ids of every step
+    return per
+
+
+def _check_schedule_size(name: str, value, T: int, pipeline: Pipeline, batch_size) -> None:
+    check_fits(name, value, schedule_bytes_per_batch(pipeline, batch_size) * T / value,
+               what=f"the schedule of {T:,} fresh batches")
+
+
 def simulate(pipeline: Pipeline, n_batches: int, seed, batch_size: int | None = None) -> Schedule:
     """Simulate `pipeline` until T = `n_batches` fresh batches have been used.
 
@@ -215,6 +290,7 @@ def simulate(pipeline: Pipeline, n_batches: int, seed, batch_size: int | None = 
     T = _int_field("n_batches", n_batches, 1)
     ss = _check_seed(seed)
     B = _check_batch_size(pipeline, batch_size)
+    _check_schedule_size("n_batches", T, T, pipeline, B)
     rng_load, rng_step, rng_echo, rng_shuffle = (np.random.default_rng(s) for s in ss.spawn(4))
 
     load_time = pipeline.arrival.sample(rng_load, T)
@@ -466,3 +542,45 @@ def _shuffle(T, B, base, extra, S, N, draws) -> np.ndarray:
         if n != (b - a) * B:  # pragma: no cover - N*B <= total by construction
             raise RuntimeError("shuffle stage ran out of examples; please report")
     return out
+
+
+# ---------------------------------------------------------------------------
+# a wall-clock budget
+
+
+def mean_batch_time(pipeline) -> float:
+    """Rough wall-clock per fresh batch, to size a time-budget simulation."""
+    load = pipeline.arrival.mean / pipeline.workers
+    steps = pipeline.echo if pipeline.policy in ECHO_POLICIES else 1.0
+    per_step = pipeline.step_time.mean + (pipeline.switch_overhead if pipeline.policy == "example" else 0.0)
+    return max(load, steps * per_step + (0.0 if pipeline.policy == "example" else pipeline.switch_overhead))
+
+
+def simulate_until(pipeline, budget: float, seed: int, batch_size: int | None = None):
+    """Simulate a pipeline for a wall-clock budget; returns (full schedule, the steps
+    that end by `budget` as a schedule of their own).
+
+    The schedule is simulated for a deterministic number of fresh batches (doubled
+    until it runs past the budget); the last batch kept may have fewer steps than the
+    policy planned.
+    """
+    if isinstance(budget, bool) or not isinstance(budget, numbers.Real) or not (math.isfinite(budget) and budget > 0):
+        raise ValueError(f"budget must be a finite number > 0, got {budget!r}")
+    T0 = 1.25 * budget / mean_batch_time(pipeline) + 16
+    if not math.isfinite(T0) or T0 > 2**62:
+        raise ValueError(f"budget={budget:g} implies {T0:.3g} fresh batches, more than any run can hold")
+    # doubling may need up to 2 T0 batches
+    _check_schedule_size("budget", float(budget), int(2 * T0), pipeline, batch_size)
+    T = math.ceil(T0)
+    while True:
+        schedule = simulate(pipeline, T, seed=seed, batch_size=batch_size)
+        if schedule.makespan > budget:
+            break
+        if T > 50_000_000:
+            raise ValueError(f"time_budget={budget:g} needs more than {T} fresh batches")
+        T *= 2
+    n = int(np.searchsorted(schedule.step_end, budget, side="right"))
+    if n == 0:
+        raise ValueError(f"time_budget={budget:g}: no optimizer step ends within the budget "
+                         f"(the first ends at {schedule.step_end[0]:.4g})")
+    return schedule, schedule.first_steps(n)

@@ -134,8 +134,9 @@ def median_band(runs, x: str = "batches", y: str = "risk", q=(0.1, 0.9), label: 
 def _bound_fn(method: str):
     import theory
 
-    return {"echoed_gd": "echoed_gd_bound", "minibatch_sgd": "echoed_gd_bound", "echoed_sgd": "echoed_gd_bound",
-            "echoed_prox": "echoed_prox_bound", "echoed_nesterov": "echoed_agd_bound"}.get(method), theory
+    from echosim.training.optimizers import METHODS
+
+    return getattr(METHODS.get(method), "bound", None), theory
 
 
 def bound_curve(constants: dict, batch_size: int, echo: float, T, *, x=None, method: str = "echoed_gd",
@@ -280,6 +281,9 @@ def draw_echo_panel(ax, K, series, lr, never, title):
             ax.fill_between(K[ok], low[ok], hi[ok], color=color, alpha=0.2, lw=0)
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
+    ax.set_xlim(K.min() / 1.3, K.max() * 1.3)
+    if not any(np.isfinite(values).any() for values, *_ in series):
+        ax.set_ylim(1, 10)  # nothing converged: an empty log axis needs a range
     ax.set_xticks(K, [f"{k:g}" for k in K])
     ax.set_xlabel("echo factor K")
     ax.set_title(title, fontsize=10)
@@ -290,6 +294,8 @@ def draw_echo_panel(ax, K, series, lr, never, title):
     ok = np.isfinite(lr)
     ax2.plot(K[ok], lr[ok], "s--", color="tab:orange", ms=3, label="tuned lr")
     ax2.set_yscale("log")
+    if not ok.any():
+        ax2.set_ylim(0.01, 10)
     return ax2
 
 

@@ -14,7 +14,7 @@ from echosim.training.optimizers import (
     Optimizer,
 )
 from echosim.training.problems import Dataset, LeastSquares, Logistic, Problem
-from echosim.training.runner import Trajectory, run
+from echosim.training.runner import Trajectory, run, run_many
 
-__all__ = ["run", "Trajectory", "Problem", "LeastSquares", "Logistic", "Dataset", "Optimizer", "MinibatchSGD",
+__all__ = ["run", "run_many", "Trajectory", "Problem", "LeastSquares", "Logistic", "Dataset", "Optimizer", "MinibatchSGD",
            "EchoedGD", "EchoedSGD", "EchoedNesterov", "EchoedProx", "OPTIMIZERS"]

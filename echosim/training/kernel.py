@@ -127,7 +127,7 @@ def _all_finite(w):
 def echo_chunk(
     X, Y, K, lr, rows, method, loss, l2, momentum, lam,
     w, w_prev, avg_sum, end_sum, counters,
-    log_at, log_w, log_avg, log_end,
+    log_at, log_steps, log_w, log_avg, log_end,
 ):
     """Run fresh batches X[t], Y[t] for K[t] steps each; return -1 or the diverged batch.
 
@@ -139,8 +139,9 @@ def echo_chunk(
     State, updated in place: w (last iterate x_k), w_prev (x_{k−1}, Nesterov),
     avg_sum / end_sum (float64 sums of every step's and every batch end's
     iterate), counters = [steps so far, batches so far].
-    Logging: after local batch log_at[j], row j of log_w / log_avg / log_end
-    receives the last iterate and the two averages.
+    Logging: after local batch log_at[j] (after local step log_at[j] if
+    `log_steps`), row j of log_w / log_avg / log_end receives the last iterate and
+    the two averages (the batch-end average over the batches finished so far).
     """
     d = w.shape[0]
     g = np.empty_like(w)
@@ -156,7 +157,7 @@ def echo_chunk(
         Yt = Y[t]
         if method == METHOD_PROX:
             anchor[:] = w
-        for _ in range(K[t]):
+        for k_t in range(K[t]):
             r = rows[step_in_chunk] if rows.shape[0] > 0 else no_rows
             if method == METHOD_NESTEROV:
                 k = counters[0]
@@ -177,16 +178,160 @@ def echo_chunk(
             for j in range(d):
                 avg_sum[j] += w[j]
             counters[0] += 1
+            if log_steps and k_t < K[t] - 1:  # a batch's last step is logged once the batch ends
+                while next_log < log_at.shape[0] and log_at[next_log] == step_in_chunk:
+                    _log(w, avg_sum, end_sum, counters, log_w, log_avg, log_end, next_log)
+                    next_log += 1
             step_in_chunk += 1
         for j in range(d):
             end_sum[j] += w[j]
         counters[1] += 1
         if not _all_finite(w):
             return t
-        while next_log < log_at.shape[0] and log_at[next_log] == t:
-            for j in range(d):
-                log_w[next_log, j] = w[j]
-                log_avg[next_log, j] = avg_sum[j] / counters[0]
-                log_end[next_log, j] = end_sum[j] / counters[1]
+        at = step_in_chunk - 1 if log_steps else t
+        while next_log < log_at.shape[0] and log_at[next_log] == at:
+            _log(w, avg_sum, end_sum, counters, log_w, log_avg, log_end, next_log)
             next_log += 1
     return -1
+
+
+@njit(cache=True)
+def _log(w, avg_sum, end_sum, counters, log_w, log_avg, log_end, row):
+    """Row `row` of the logs: the last iterate, the step average, the batch-end average
+    (the last iterate while no batch has ended yet)."""
+    for j in range(w.shape[0]):
+        log_w[row, j] = w[j]
+        log_avg[row, j] = avg_sum[j] / counters[0]
+        log_end[row, j] = end_sum[j] / counters[1] if counters[1] > 0 else w[j]
+
+
+@njit(cache=True, fastmath=_FASTMATH)
+def _batch_grad_many(X, y, rows, W, loss, l2, G, Z, R):
+    """G[:, l] ← ∇f_S(W[:, l]) + l2·W[:, l] for every column l of W (d, L): squared or binary loss.
+
+    The matrix-matrix shape of `_batch_grad`: rows four at a time, and for each row
+    the L margins, the L loss derivatives and the L gradient updates are contiguous
+    loops over l, so one read of a row of X serves every iterate. Z and R are (4, L)
+    scratch arrays.
+    """
+    d, L = W.shape
+    G[:, :] = 0.0
+    full = rows.shape[0] == 0
+    n = X.shape[0] if full else rows.shape[0]
+    scale = 1.0 / n
+    for k in range(0, n, 4):
+        m = min(4, n - k)
+        Z[:, :] = 0.0
+        for q in range(m):
+            i = k + q if full else rows[k + q]
+            for j in range(d):
+                x = X[i, j]
+                for l in range(L):
+                    Z[q, l] += x * W[j, l]
+        for q in range(m):
+            i = k + q if full else rows[k + q]
+            yi = y[i]
+            for l in range(L):
+                R[q, l] = W.dtype.type(_dloss(Z[q, l], yi, loss) * scale)
+        for q in range(m):
+            i = k + q if full else rows[k + q]
+            for j in range(d):
+                x = X[i, j]
+                for l in range(L):
+                    G[j, l] += R[q, l] * x
+    if l2 != 0.0:
+        for j in range(d):
+            for l in range(L):
+                G[j, l] += l2 * W[j, l]
+
+
+@njit(cache=True, fastmath=_FASTMATH)
+def echo_chunk_many(
+    X, Y, K, lr, rows, method, loss, l2, momentum, lam,
+    W, W_prev, avg_sum, end_sum, counters, diverged,
+    log_at, log_steps, log_w, log_avg, log_end,
+):
+    """`echo_chunk` for L iterates at once on the same batches: one column per learning rate.
+
+    lr (n, L): learning rate per batch and iterate. W, W_prev, avg_sum, end_sum (d, L):
+    the L optimizer states (columns); counters = [steps, batches] (shared: every
+    iterate takes the same steps). Logs (n_logs, d, L). diverged (L,): −1, or the
+    local batch at which that iterate first became non-finite (it is then carried
+    along, unused). Returns the number of iterates still finite. Squared and
+    binary logistic losses only.
+    """
+    d, L = W.shape
+    G = np.empty_like(W)
+    ahead = np.empty_like(W)
+    anchor = np.empty_like(W)
+    Z = np.empty((4, L), dtype=W.dtype)
+    R = np.empty((4, L), dtype=W.dtype)
+    no_rows = np.empty(0, dtype=np.int64)
+    step_in_chunk = 0
+    next_log = 0
+    alive = L
+    for t in range(X.shape[0]):
+        Xt = X[t]
+        Yt = Y[t]
+        if method == METHOD_PROX:
+            anchor[:, :] = W
+        for k_t in range(K[t]):
+            r = rows[step_in_chunk] if rows.shape[0] > 0 else no_rows
+            if method == METHOD_NESTEROV:
+                k = counters[0]
+                mu = k / (k + 3.0) if momentum < 0.0 else momentum
+                for j in range(d):
+                    for l in range(L):
+                        ahead[j, l] = W[j, l] + mu * (W[j, l] - W_prev[j, l])
+                _batch_grad_many(Xt, Yt, r, ahead, loss, l2, G, Z, R)
+                for j in range(d):
+                    for l in range(L):
+                        W_prev[j, l] = W[j, l]
+                        W[j, l] = ahead[j, l] - lr[t, l] * G[j, l]
+            else:
+                _batch_grad_many(Xt, Yt, r, W, loss, l2, G, Z, R)
+                if method == METHOD_PROX:
+                    for j in range(d):
+                        for l in range(L):
+                            G[j, l] += lam * (W[j, l] - anchor[j, l])
+                for j in range(d):
+                    for l in range(L):
+                        W[j, l] -= lr[t, l] * G[j, l]
+            for j in range(d):
+                for l in range(L):
+                    avg_sum[j, l] += W[j, l]
+            counters[0] += 1
+            if log_steps and k_t < K[t] - 1:
+                while next_log < log_at.shape[0] and log_at[next_log] == step_in_chunk:
+                    _log_many(W, avg_sum, end_sum, counters, log_w, log_avg, log_end, next_log)
+                    next_log += 1
+            step_in_chunk += 1
+        for j in range(d):
+            for l in range(L):
+                end_sum[j, l] += W[j, l]
+        counters[1] += 1
+        for l in range(L):
+            if diverged[l] < 0:
+                for j in range(d):
+                    if not np.isfinite(W[j, l]):
+                        diverged[l] = t
+                        alive -= 1
+                        break
+        if alive == 0:
+            return 0
+        at = step_in_chunk - 1 if log_steps else t
+        while next_log < log_at.shape[0] and log_at[next_log] == at:
+            _log_many(W, avg_sum, end_sum, counters, log_w, log_avg, log_end, next_log)
+            next_log += 1
+    return alive
+
+
+@njit(cache=True)
+def _log_many(W, avg_sum, end_sum, counters, log_w, log_avg, log_end, row):
+    """`_log` for the L columns of the state."""
+    d, L = W.shape
+    for j in range(d):
+        for l in range(L):
+            log_w[row, j, l] = W[j, l]
+            log_avg[row, j, l] = avg_sum[j, l] / counters[0]
+            log_end[row, j, l] = end_sum[j, l] / counters[1] if counters[1] > 0 else W[j, l]

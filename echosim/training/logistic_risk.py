@@ -58,6 +58,7 @@ from scipy.special import roots_legendre
 __all__ = [
     "gaussian_risk",
     "sphere_risk",
+    "gaussian_risk_scaled",
     "softplus_moment",
     "sigmoid_moment",
 ]
@@ -294,13 +295,27 @@ def sigmoid_moment(s, design: str, dim: int | None = None):
     return out.reshape(s.shape)[()]
 
 
-def _risk(s_u, excess_linear, kappa, s_v, rule: _Rule):
-    """F = (s_u - kappa s_v) E[Z+] + R_M(s_u) + kappa R_N(s_v), all terms accurate."""
-    r_m = np.where(s_u == 0, _LOG2, _remainder(s_u, rule, _g_softplus))
+def _risk(s_u, proj, s_v, rule: _Rule):
+    """F = (s_u - proj) E[Z+] + R_M(s_u) + (proj / s_v) R_N(s_v), all terms accurate.
+
+    ``proj`` = E[u Z_v] in units of s: the projection of w on w* (|proj| <= s_u, clipped
+    here so that rounding in the caller cannot break Cauchy-Schwarz). ``s_u`` may be +inf
+    (F = +inf); a huge finite s_u gives the linear asymptote, R_M(s_u) ~ 1/s_u being
+    far below its last bit. Tiny s_u (down to the smallest double) needs no squaring here.
+    """
+    s_u = np.asarray(s_u, dtype=float)
+    proj = np.clip(np.asarray(proj, dtype=float), -s_u, s_u)
+    s_u, proj = np.broadcast_arrays(s_u, proj)
+    inf = np.isinf(s_u)
+    s_fin = np.where(inf, 0.0, s_u)
+    r_m = np.where(s_fin == 0, _LOG2, _remainder(s_fin, rule, _g_softplus))
     if s_v == 0:
-        return (s_u * rule.mean_pos + r_m)[()]
-    r_n = float(_remainder(np.asarray(s_v, dtype=float), rule, _g_sigmoid))
-    return (excess_linear * rule.mean_pos + r_m + kappa * r_n)[()]
+        out = s_fin * rule.mean_pos + r_m
+    else:
+        r_n = float(_remainder(np.asarray(s_v, dtype=float), rule, _g_sigmoid))
+        p_fin = np.where(inf, 0.0, proj)
+        out = (s_fin - p_fin) * rule.mean_pos + r_m + (p_fin / s_v) * r_n
+    return np.where(inf, np.inf, out)[()]
 
 
 def _scalar(value, name: str, *, positive: bool = False) -> float:
@@ -311,19 +326,25 @@ def _scalar(value, name: str, *, positive: bool = False) -> float:
     return float(arr)
 
 
-def _check_pair(first, c, first_name: str, bound_sq, bound_desc: str):
+def _check_pair(first, c, first_name: str, scale_of_bound, bound_desc: str):
+    """Arrays (first, c) broadcast; first may be +inf (an overflowed iterate: F = +inf)."""
     first = np.asarray(first, dtype=float)
     c = np.asarray(c, dtype=float)
-    if not np.all(np.isfinite(first)) or np.any(first < 0):
-        raise ValueError(f"{first_name} must be finite and >= 0")
-    if not np.all(np.isfinite(c)):
-        raise ValueError("c must be finite")
+    if np.any(np.isnan(first)) or np.any(first < 0):
+        raise ValueError(f"{first_name} must be >= 0 (or +inf), got NaN or a negative value")
+    if np.any(np.isnan(c)):
+        raise ValueError("c must not be NaN")
     try:
         first, c = np.broadcast_arrays(first, c)
-    except ValueError as err:
-        raise ValueError(f"{first_name} and c must broadcast together: {err}") from None
-    if np.any(np.abs(c) > np.sqrt(bound_sq(first)) * (1.0 + _CS_RTOL)):
+    except ValueError:
+        raise ValueError(f"{first_name} of shape {first.shape} and c of shape {c.shape} must broadcast "
+                         "together") from None
+    # compare |c| / scale with sqrt(first) (no squaring: no overflow or underflow at extreme w)
+    finite = np.isfinite(first)
+    if np.any(np.abs(c[finite]) / scale_of_bound > first[finite] * (1.0 + _CS_RTOL) + 1e-300):
         raise ValueError(f"c must satisfy Cauchy-Schwarz |c| <= {bound_desc}")
+    if np.any(~np.isfinite(c[finite])):
+        raise ValueError("c must be finite where the norm is")
     return first, c
 
 
@@ -353,13 +374,30 @@ def gaussian_risk(a, c, b2):
     True
     """
     b2 = _scalar(b2, "b2")
-    a, c = _check_pair(a, c, "a", lambda a: a * b2, "sqrt(a * b2)")
-    rule = _rule("gaussian", None)
-    s_u = np.sqrt(a)
+    a = np.asarray(a, dtype=float)
+    if np.any(np.isnan(a)) or np.any(a < 0):
+        raise ValueError("a must be >= 0 (or +inf), got NaN or a negative value")
+    return gaussian_risk_scaled(np.sqrt(a), c, b2)
+
+
+def gaussian_risk_scaled(s_u, c, b2):
+    """`gaussian_risk` with s_u = sqrt(w' Sigma w) instead of its square.
+
+    For iterates so large or small that w' Sigma w over- or underflows (|w| beyond
+    ~1e154 or below ~1e-154): s_u itself stays in range. ``s_u = +inf`` gives F = +inf.
+
+    Examples
+    --------
+    >>> float(gaussian_risk_scaled(1e-200, 1e-200, 4.0)) == float(gaussian_risk(0.0, 0.0, 4.0))
+    True
+    """
+    b2 = _scalar(b2, "b2")
     s_v = math.sqrt(b2)
+    s_u, c = _check_pair(s_u, c, "s_u", s_v if s_v > 0 else 1.0, "s_u * sqrt(b2)")
+    rule = _rule("gaussian", None)
     if s_v == 0:
-        return _risk(s_u, None, 0.0, 0.0, rule)
-    return _risk(s_u, s_u - c / s_v, c / b2, s_v, rule)
+        return _risk(s_u, 0.0, 0.0, rule)
+    return _risk(s_u, c / s_v, s_v, rule)
 
 
 def sphere_risk(norm_w, c, norm_wstar, radius, dim):
@@ -391,10 +429,11 @@ def sphere_risk(norm_w, c, norm_wstar, radius, dim):
     dim = _check_design("sphere", dim)
     norm_wstar = _scalar(norm_wstar, "norm_wstar")
     radius = _scalar(radius, "radius", positive=True)
-    norm_w, c = _check_pair(norm_w, c, "norm_w", lambda n: (n * norm_wstar) ** 2, "norm_w * norm_wstar")
+    norm_w, c = _check_pair(norm_w, c, "norm_w", norm_wstar if norm_wstar > 0 else 1.0, "norm_w * norm_wstar")
     rule = _rule("sphere", dim)
-    s_u = radius * norm_w
+    with np.errstate(over="ignore"):  # r |w| beyond the largest double is +inf: F = +inf
+        s_u = radius * norm_w
     s_v = radius * norm_wstar
     if s_v == 0:
-        return _risk(s_u, None, 0.0, 0.0, rule)
-    return _risk(s_u, radius * (norm_w - c / norm_wstar), c / norm_wstar**2, s_v, rule)
+        return _risk(s_u, 0.0, 0.0, rule)
+    return _risk(s_u, radius * (c / norm_wstar), s_v, rule)

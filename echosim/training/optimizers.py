@@ -92,6 +92,9 @@ class Optimizer:
 class MinibatchSGD(Optimizer):
     """Synchronous minibatch SGD, the baseline: one step per fresh batch (K_t = 1)."""
 
+    name = "minibatch_sgd"
+    bound = "echoed_gd_bound"
+
     lr: LearningRate
     max_echo_one = True
 
@@ -99,6 +102,9 @@ class MinibatchSGD(Optimizer):
 @dataclass(frozen=True, repr=False)
 class EchoedGD(Optimizer):
     """K_t full-batch gradient steps on each fresh batch (data-echoed GD)."""
+
+    name = "echoed_gd"
+    bound = "echoed_gd_bound"
 
     lr: LearningRate
 
@@ -110,6 +116,9 @@ class EchoedSGD(Optimizer):
     Rows are drawn with or without replacement (`replace`); sub_batch = B without
     replacement is EchoedGD.
     """
+
+    name = "echoed_sgd"
+    bound = "echoed_gd_bound"
 
     lr: LearningRate
     sub_batch: int = 1
@@ -129,6 +138,9 @@ class EchoedNesterov(Optimizer):
     momentum="nesterov" uses μ_k = k/(k+3) (k = global step from 0; the schedule of
     Nesterov's method for convex functions); a number μ ∈ [0, 1) is a constant momentum.
     """
+
+    name = "echoed_nesterov"
+    bound = "echoed_agd_bound"
 
     lr: LearningRate
     momentum: Union[str, float] = "nesterov"
@@ -151,6 +163,9 @@ class EchoedNesterov(Optimizer):
 class EchoedProx(Optimizer):
     """K_t gradient steps (step lr = γ) on f_S(u) + (λ/2)‖u − w_{t−1}‖² for each fresh batch."""
 
+    name = "echoed_prox"
+    bound = "echoed_prox_bound"
+
     lr: LearningRate
     lam: float = 1.0
 
@@ -162,4 +177,6 @@ class EchoedProx(Optimizer):
     method = _k.METHOD_PROX
 
 
-OPTIMIZERS = {cls.__name__: cls for cls in (MinibatchSGD, EchoedGD, EchoedSGD, EchoedNesterov, EchoedProx)}
+METHODS = {cls.name: cls for cls in (MinibatchSGD, EchoedGD, EchoedSGD, EchoedNesterov, EchoedProx)}
+"""The registry of optimizer methods: config name → spec class (``.bound`` names its theory bound)."""
+OPTIMIZERS = {cls.__name__: cls for cls in METHODS.values()}

@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 import numpy as np
 
+from echosim.pipeline.sizes import check_fits
 from echosim.training import logistic_risk as _logistic_risk
 
 BATCHES_PER_BLOCK = 16
@@ -63,6 +64,7 @@ def _choice(name, value, allowed):
 def _dimension(dim):
     if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)) or dim < 1:
         raise ValueError(f"dim must be a positive integer, got {dim!r}")
+    check_fits("dim", int(dim), 64, what="w*, the spectrum, the iterates and their averages")
     return int(dim)
 
 
@@ -184,6 +186,35 @@ class _SyntheticDesign:
         else:
             self.eigenvalues = np.arange(1, self._dim + 1, dtype=np.float64) ** -self.decay
 
+    def batches(self, seed: int, start: int, stop: int, batch_size: int, dtype=np.float64):
+        """Fresh batches start..stop−1 as X (n, B, dim), y (n, B); start must be block-aligned.
+
+        Drawn in compiled code from the same block generators, in the same order, as
+        `Problem.batches` draws them through `sample` (see `echosim.training.sampling`).
+        """
+        from echosim.training import sampling  # compiles on first use, not at import
+
+        if start % BATCHES_PER_BLOCK:
+            raise ValueError(f"start must be a multiple of {BATCHES_PER_BLOCK}, got {start}")
+        n, d = stop - start, self.n_features
+        X = np.empty((n, batch_size, d), dtype=dtype)
+        y = np.empty((n, batch_size), dtype=dtype)
+        if self.loss == "logistic":
+            kind, noise_scale = sampling.LABELS_LOGISTIC, 0.0
+        elif self.noise == "gaussian":
+            kind, noise_scale = sampling.NOISE_GAUSSIAN, self.noise_std
+        else:
+            kind, noise_scale = sampling.NOISE_UNIFORM, self.noise_std * math.sqrt(3.0)
+        radius = self.radius if self.design == "sphere" else 0.0
+        scale = np.sqrt(self.eigenvalues)
+        for first in range(start, stop, BATCHES_PER_BLOCK):
+            m = min(BATCHES_PER_BLOCK, stop - first)
+            state = sampling.pcg64_state(block_rng(seed, STREAM_DATA, first // BATCHES_PER_BLOCK).bit_generator)
+            sampling.draw_block(state, BATCHES_PER_BLOCK, m, batch_size, scale, radius, self.w_star, kind,
+                                noise_scale, X[first - start : first - start + m],
+                                y[first - start : first - start + m])
+        return X, y
+
     def _draw_x(self, rng, n):
         z = rng.standard_normal((n, self._dim))
         if self.design == "sphere":
@@ -296,14 +327,26 @@ class Logistic(_SyntheticDesign, Problem):
         return X, np.where(rng.random(n) < p, 1.0, -1.0)
 
     def risk(self, W):
+        """F(w) per row; rows are rescaled by their largest entry first, so that iterates
+        from 1e-300 to 1e300 neither under- nor overflow; a non-finite row gives +inf."""
         W = _check_W(W, self._dim)
-        if self.design == "sphere":
-            return _logistic_risk.sphere_risk(
-                np.linalg.norm(W, axis=1), W @ self.w_star, float(np.linalg.norm(self.w_star)),
-                self.radius, self._dim)
-        lam = self.eigenvalues
-        return _logistic_risk.gaussian_risk((W**2) @ lam, W @ (lam * self.w_star),
-                                            float(self.w_star**2 @ lam))
+        with np.errstate(invalid="ignore", over="ignore"):
+            m = np.max(np.abs(W), axis=1)
+            ok = np.isfinite(m) & (m > 0)
+            U = W / np.where(ok, m, 1.0)[:, None]
+            U[~ok] = 0.0
+            m = np.where(ok, m, np.where(m == 0, 0.0, np.inf))  # NaN rows count as +inf
+            if self.design == "sphere":
+                norm_w = np.where(ok, m * np.linalg.norm(U, axis=1), m)
+                c = m * (U @ self.w_star)
+                c[~ok] = 0.0
+                return _logistic_risk.sphere_risk(norm_w, c, float(np.linalg.norm(self.w_star)),
+                                                  self.radius, self._dim)
+            lam = self.eigenvalues
+            s_u = np.where(ok, m * np.sqrt((U**2) @ lam), m)
+            c = m * (U @ (lam * self.w_star))
+            c[~ok] = 0.0
+            return _logistic_risk.gaussian_risk_scaled(s_u, c, float(self.w_star**2 @ lam))
 
     @property
     def constants_kind(self) -> str:
@@ -501,3 +544,7 @@ class Dataset(Problem):
         else:
             beta, rho = float((norms**2).max()) / 2, math.sqrt(2.0) * float(norms.max())
         return {"beta": beta + self.l2, "rho": rho + reg, "D": D}
+
+
+PROBLEMS = {"least_squares": LeastSquares, "logistic": Logistic, "dataset": Dataset}
+"""The registry of problem kinds: config name → class."""

@@ -12,17 +12,23 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from echosim.pipeline.schedule import Schedule, echo_schedule
+from echosim.pipeline.sizes import check_fits
 from echosim.training.codes import LOSS_CODES
 from echosim.training.optimizers import EchoedGD, EchoedNesterov, EchoedSGD, Optimizer, learning_rates
 from echosim.training.problems import BATCHES_PER_BLOCK, STREAM_OPTIMIZER, Problem, block_rng
 
-CHUNK_BYTES = 8 << 20
-"""Target size of the batch data generated at once."""
+CHUNK_BYTES = 1 << 20
+"""Target size of the batch data generated at once (at least one block): small enough that
+the kernel reads the batches from cache right after they are drawn."""
 
 AUTO_LOG_ALL = 1000
 """With log="auto", runs up to this many batches log every batch; longer ones log-spaced."""
 
 AUTO_LOG_POINTS = 400
+
+DIVERGENCE_FACTOR = 100.0
+"""A run diverges where the last iterate's excess risk exceeds this multiple of F(w₀)."""
 
 
 @dataclass(frozen=True)
@@ -33,8 +39,8 @@ class Trajectory:
     ``steps[i]`` optimizer steps taken, ``time[i]`` the simulated wall-clock time
     (None without a pipeline schedule). ``risk`` is the last iterate's excess risk,
     ``risk_avg`` the uniform average of every step's iterate, ``risk_end_avg`` the
-    average of batch-end iterates. A run whose iterate became non-finite has status
-    "diverged" and stops at its last finite point.
+    average of batch-end iterates. A run that diverged (see `run`) has status
+    "diverged" and stops at its last logged point before the divergence.
     """
 
     batches: np.ndarray
@@ -74,32 +80,13 @@ def _int_arg(name, value, minimum):
     return int(value)
 
 
-def _steps_per_batch(echo, n_batches):
-    """(K_t array, schedule or None) from echo = int | array | Schedule."""
-    if hasattr(echo, "steps_per_batch"):
-        K = np.asarray(echo.steps_per_batch, dtype=np.int64)
-        if n_batches is not None and n_batches != len(K):
-            raise ValueError(f"n_batches={n_batches} does not match the schedule's {len(K)} batches")
-        schedule = echo
-    elif np.ndim(echo) == 0:
-        k = _int_arg("echo", echo, 1)
-        if n_batches is None:
-            raise ValueError("n_batches is required when echo is a number")
-        K = np.full(_int_arg("n_batches", n_batches, 1), k, dtype=np.int64)
-        schedule = None
-    else:
-        K = np.asarray(echo)
-        if K.ndim != 1 or K.size == 0 or not np.issubdtype(K.dtype, np.integer):
-            raise ValueError("echo must be an int, a 1-D integer array of K_t, or a Schedule")
-        if n_batches is not None and n_batches != len(K):
-            raise ValueError(f"n_batches={n_batches} does not match len(echo)={len(K)}")
-        K = K.astype(np.int64)
-        schedule = None
-    if K.size == 0:
-        raise ValueError("the run needs at least one fresh batch")
-    if K.min() < 1 and (schedule is None or schedule.step_examples is None):
-        raise ValueError(f"echo: every K_t must be >= 1, got min {K.min()}")
-    return K, schedule
+def _as_schedule(echo, n_batches) -> Schedule:
+    """The run's Schedule: `echo` itself, or one built by the pipeline layer from K or K_t."""
+    if isinstance(echo, Schedule):
+        if n_batches is not None and n_batches != echo.n_batches:
+            raise ValueError(f"n_batches={n_batches} does not match the schedule's {echo.n_batches} batches")
+        return echo
+    return echo_schedule(echo, n_batches)
 
 
 def log_points(log, n_batches: int) -> np.ndarray:
@@ -141,7 +128,7 @@ def chunk_batches(batch_size: int, dim: int, itemsize: int) -> int:
 
 
 def run(problem: Problem, optimizer: Optimizer, *, batch_size: int, echo=1, n_batches: int | None = None,
-        seed: int = 0, dtype="float64", log="auto", w0=None) -> Trajectory:
+        seed: int = 0, dtype="float64", log="auto", log_unit: str = "batch", w0=None) -> Trajectory:
     """Run `optimizer` on `problem` for T fresh batches of size B with K_t steps each.
 
     Parameters
@@ -152,9 +139,10 @@ def run(problem: Problem, optimizer: Optimizer, *, batch_size: int, echo=1, n_ba
         MinibatchSGD, EchoedGD, EchoedSGD, EchoedNesterov or EchoedProx.
     batch_size : int
         B, examples per fresh batch.
-    echo : int, array of int, or Schedule
-        K for every batch, K_t per batch, or a pipeline schedule (which also gives
-        the simulated wall-clock time of every step).
+    echo : Schedule, int, or array of int
+        The pipeline schedule that says how many steps use each fresh batch (and,
+        when simulated, the wall-clock time of every step); K or K_t per batch as a
+        shorthand for `echosim.pipeline.echo_schedule(echo, n_batches)`.
     n_batches : int, optional
         T; optional when echo is an array or a Schedule.
     seed : int
@@ -164,7 +152,11 @@ def run(problem: Problem, optimizer: Optimizer, *, batch_size: int, echo=1, n_ba
     log : "auto", "all", int or array of int
         Where to log: every batch up to 1000 batches then 400 log-spaced points
         ("auto"), every batch, a number of log-spaced points, or the batch counts
-        themselves (with an example-echoing schedule: step counts).
+        themselves, in units of `log_unit`.
+    log_unit : {"batch", "step"}
+        Log after fresh batches (log points count batches) or after optimizer
+        steps (log points count steps), so time to a target can be resolved
+        within a batch. Under example echoing every step is its own unit.
     w0 : array, optional
         The starting point (default 0).
 
@@ -173,7 +165,119 @@ def run(problem: Problem, optimizer: Optimizer, *, batch_size: int, echo=1, n_ba
     Trajectory
         Excess risk of the last, averaged and batch-end-averaged iterates at the
         logged points, with step counts, simulated time and status.
+
+    Divergence
+    ----------
+    The same rule for every problem: the run has status "diverged" at the first
+    logged point where the last iterate's excess risk F(w) − F* exceeds
+    ``DIVERGENCE_FACTOR`` (100) times the initial risk F(w₀), or where any of the
+    three risks is not finite, or as soon as the iterate itself overflows (checked
+    after every fresh batch). The trajectory stops at the last point before it and
+    ``diverged_at`` gives the fresh batch of that point. F(w₀) > 0 for every loss
+    here, so the rule is scale-free; a converging run never comes near it (its risk
+    stays within a few times F(w₀)), while a least-squares run above the stability
+    limit grows geometrically and a logistic one linearly, both far past it.
     """
+    S = _prepare(problem, optimizer, batch_size, echo, n_batches, seed, dtype, log, log_unit, w0)
+    from echosim.training.kernel import echo_chunk  # compiles on first use, not at import
+
+    d, dtype, logs, feed = problem.dim, S.dtype, S.logs, S.feed
+    w = S.w_start.astype(dtype)
+    w_prev = w.copy()
+    avg_sum, end_sum = np.zeros(d), np.zeros(d)
+    counters = np.zeros(2, dtype=np.int64)
+    log_w = np.empty((len(logs), d), dtype=dtype)
+    log_avg, log_end = np.empty((len(logs), d)), np.empty((len(logs), d))
+    lr = feed.unit_lr(S.lr)
+    diverged_unit = None
+    for start, stop, X, Y, rows, first_log, last_log, local in _chunks(problem, optimizer, S):
+        status = echo_chunk(
+            X, Y, feed.K[start:stop], lr[start:stop], rows, optimizer.method, S.loss, float(problem.l2),
+            S.momentum, float(optimizer.lam), w, w_prev, avg_sum, end_sum, counters,
+            local, S.by_step, log_w[first_log:last_log], log_avg[first_log:last_log], log_end[first_log:last_log])
+        if status >= 0:
+            diverged_unit = start + int(status) + 1
+            break
+    return _finish(problem, optimizer, S, log_w, log_avg, log_end, diverged_unit)
+
+
+def run_many(problem: Problem, optimizers, *, batch_size: int, echo=1, n_batches: int | None = None,
+             seed: int = 0, dtype="float64", log="auto", log_unit: str = "batch", w0=None) -> list:
+    """`run` for several learning rates at once: one Trajectory per optimizer, in order.
+
+    The optimizers must be one method with the same hyper-parameters but the
+    learning rate η. They see the same fresh batches (and sub-batch rows), so one
+    kernel (`echosim.training.kernel.echo_chunk_many`) advances all L iterates on
+    each batch while it is in cache, in a matrix-matrix shape. Each Trajectory
+    equals that of ``run(problem, optimizer, ...)`` up to rounding (rtol 1e-12 in
+    the tests): the margins are summed in another order. The softmax loss runs
+    one optimizer at a time.
+    """
+    optimizers = list(optimizers)
+    if not optimizers or not all(isinstance(o, Optimizer) for o in optimizers):
+        raise ValueError("optimizers must be a non-empty list of echosim optimizer specs")
+    first = optimizers[0]
+    for o in optimizers[1:]:
+        if type(o) is not type(first) or _without_lr(o) != _without_lr(first):
+            raise ValueError(f"run_many needs one method differing only in lr; got {first!r} and {o!r}")
+    kwargs = dict(batch_size=batch_size, echo=echo, n_batches=n_batches, seed=seed, dtype=dtype, log=log,
+                  log_unit=log_unit, w0=w0)
+    if not isinstance(problem, Problem) or problem.loss == "softmax" or len(optimizers) == 1:
+        return [run(problem, o, **kwargs) for o in optimizers]
+    setups = [_prepare(problem, o, batch_size, echo, n_batches, seed, dtype, log, log_unit, w0) for o in optimizers]
+    from echosim.training.kernel import echo_chunk_many  # compiles on first use, not at import
+
+    S = setups[0]
+    L, d, dtype, logs, feed = len(optimizers), problem.dim, S.dtype, S.logs, S.feed
+    W = np.repeat(S.w_start.astype(dtype)[:, None], L, axis=1)
+    W_prev = W.copy()
+    avg_sum, end_sum = np.zeros((d, L)), np.zeros((d, L))
+    counters = np.zeros(2, dtype=np.int64)
+    log_w = np.empty((len(logs), d, L), dtype=dtype)
+    log_avg, log_end = np.empty((len(logs), d, L)), np.empty((len(logs), d, L))
+    lr = np.ascontiguousarray(np.stack([feed.unit_lr(s.lr) for s in setups], axis=1))
+    diverged_unit = [None] * L
+    for start, stop, X, Y, rows, first_log, last_log, local in _chunks(problem, first, S):
+        flags = np.array([-1 if u is None else 0 for u in diverged_unit], dtype=np.int64)
+        alive = echo_chunk_many(
+            X, Y, feed.K[start:stop], lr[start:stop], rows, first.method, S.loss, float(problem.l2),
+            S.momentum, float(first.lam), W, W_prev, avg_sum, end_sum, counters, flags,
+            local, S.by_step, log_w[first_log:last_log], log_avg[first_log:last_log], log_end[first_log:last_log])
+        for i in range(L):
+            if diverged_unit[i] is None and flags[i] >= 0:
+                diverged_unit[i] = start + int(flags[i]) + 1
+        if alive == 0:
+            break
+    return [_finish(problem, o, s, log_w[:, :, i], log_avg[:, :, i], log_end[:, :, i], diverged_unit[i])
+            for i, (o, s) in enumerate(zip(optimizers, setups))]
+
+
+def _without_lr(optimizer) -> dict:
+    return {k: v for k, v in vars(optimizer).items() if k != "lr"}
+
+
+@dataclass
+class _Setup:
+    """What `run` and `run_many` share once the arguments are checked."""
+
+    schedule: Schedule
+    K: np.ndarray
+    T: int
+    B: int
+    seed: int
+    dtype: np.dtype
+    lr: np.ndarray
+    w_start: np.ndarray
+    feed: object
+    by_step: bool
+    cum: np.ndarray
+    logs: np.ndarray
+    loss: int
+    momentum: float
+    log_unit: str
+
+
+def _prepare(problem, optimizer, batch_size, echo, n_batches, seed, dtype, log, log_unit, w0) -> _Setup:
     if not isinstance(problem, Problem):
         raise ValueError(f"problem must be an echosim Problem, got {type(problem).__name__}")
     if not isinstance(optimizer, Optimizer):
@@ -183,72 +287,79 @@ def run(problem: Problem, optimizer: Optimizer, *, batch_size: int, echo=1, n_ba
     if dtype not in ("float64", "float32", np.float64, np.float32):
         raise ValueError(f"dtype must be 'float64' or 'float32', got {dtype!r}")
     dtype = np.dtype(dtype)
-    K, schedule = _steps_per_batch(echo, n_batches)
+    if log_unit not in ("batch", "step"):
+        raise ValueError(f"log_unit must be 'batch' or 'step', got {log_unit!r}")
+    schedule = _as_schedule(echo, n_batches)
+    K = schedule.steps_per_batch
     T = len(K)
     if optimizer.max_echo_one and K.max() > 1:
         raise ValueError(f"{type(optimizer).__name__} takes one step per batch; got echo with K_t up to {K.max()}")
     if isinstance(optimizer, EchoedSGD) and not optimizer.replace and optimizer.sub_batch > B:
         raise ValueError(f"sub_batch={optimizer.sub_batch} exceeds batch_size={B} (sampling without replacement)")
+    check_fits("n_batches", T, 40, what="learning rates and step counts per fresh batch")
+    check_fits("batch_size", B, 2 * BATCHES_PER_BLOCK * (problem.n_features + 1) * dtype.itemsize,
+               what=f"at least {BATCHES_PER_BLOCK} fresh batches of data at a time")
     lr = learning_rates(optimizer.lr, T)
     d = problem.dim
     w = np.zeros(d) if w0 is None else np.array(w0, dtype=np.float64)
     if w.shape != (d,) or not np.all(np.isfinite(w)):
         raise ValueError(f"w0 must be a finite array of shape ({d},)")
-    if schedule is not None and schedule.step_examples is not None:
-        feed = _ExampleFeed(problem, schedule, lr, B, seed, dtype)
+    if schedule.step_examples is not None:
+        feed = _ExampleFeed(problem, schedule, B, seed, dtype)
     else:
-        feed = _BatchFeed(problem, K, lr, B, seed, dtype)
-    logs = log_points(log, feed.n_units)
-
-    from echosim.training.kernel import echo_chunk  # compiles on first use, not at import
-
-    w = w.astype(dtype)
-    w_start = w.astype(np.float64)
-    w_prev = w.copy()
-    avg_sum, end_sum = np.zeros(d), np.zeros(d)
-    counters = np.zeros(2, dtype=np.int64)
-    log_w = np.empty((len(logs), d), dtype=dtype)
-    log_avg, log_end = np.empty((len(logs), d)), np.empty((len(logs), d))
-    no_rows = np.zeros((0, 0), dtype=np.int64)
+        feed = _BatchFeed(problem, K, B, seed, dtype)
+    by_step = log_unit == "step" and schedule.step_examples is None
+    # log positions: cumulative kernel work (steps when logging steps) at unit ends
+    cum = feed.steps_after(np.arange(feed.n_units + 1)) if by_step else np.arange(feed.n_units + 1)
+    logs = log_points(log, int(cum[-1]))
+    check_fits("log", len(logs), 8 + problem.dim * (16 + dtype.itemsize), what="the iterates at every log point")
     momentum = optimizer.kernel_momentum if isinstance(optimizer, EchoedNesterov) else -1.0
-    loss = LOSS_CODES[problem.loss]
-    chunk = chunk_batches(B, problem.n_features, dtype.itemsize)
-    diverged_unit = None
+    return _Setup(schedule=schedule, K=K, T=T, B=B, seed=seed, dtype=dtype, lr=lr,
+                  w_start=w.astype(dtype).astype(np.float64), feed=feed, by_step=by_step, cum=cum, logs=logs,
+                  loss=LOSS_CODES[problem.loss], momentum=float(momentum), log_unit=log_unit)
+
+
+def _chunks(problem, optimizer, S):
+    """The kernel calls' inputs: (start, stop, X, Y, sub-batch rows, log slice, local log positions)."""
+    no_rows = np.zeros((0, 0), dtype=np.int64)
+    chunk = chunk_batches(S.B, problem.n_features, S.dtype.itemsize)
+    feed, logs, cum = S.feed, S.logs, S.cum
     for start in range(0, feed.n_units, chunk):
         stop = min(feed.n_units, start + chunk)
         X, Y = feed.data(start, stop)
-        rows = (_sub_batch_rows(optimizer, seed, feed.K, start, stop, B)
+        rows = (_sub_batch_rows(optimizer, S.seed, feed.K, start, stop, S.B)
                 if isinstance(optimizer, EchoedSGD) else no_rows)
-        first_log, last_log = np.searchsorted(logs, [start + 1, stop + 1])
-        local = logs[first_log:last_log] - 1 - start
-        status = echo_chunk(
-            X, Y, feed.K[start:stop], feed.lr[start:stop], rows, optimizer.method, loss, float(problem.l2),
-            float(momentum), float(optimizer.lam), w, w_prev, avg_sum, end_sum, counters,
-            local, log_w[first_log:last_log], log_avg[first_log:last_log], log_end[first_log:last_log])
-        if status >= 0:
-            diverged_unit = start + int(status) + 1
-            break
+        first_log, last_log = np.searchsorted(logs, [cum[start] + 1, cum[stop] + 1])
+        local = logs[first_log:last_log] - 1 - cum[start]
+        yield start, stop, X, Y, rows, first_log, last_log, local
 
-    n_ok = len(logs) if diverged_unit is None else int(np.searchsorted(logs, diverged_unit))
-    units = np.concatenate([[0], logs[:n_ok]])
+
+def _finish(problem, optimizer, S, log_w, log_avg, log_end, diverged_unit) -> Trajectory:
+    """Excess risks at the log points, steps, times and status: the Trajectory of one run."""
+    logs, cum, feed, by_step, schedule, K = S.logs, S.cum, S.feed, S.by_step, S.schedule, S.K
+    n_ok = len(logs) if diverged_unit is None else int(np.searchsorted(logs, cum[diverged_unit]))
+    points = np.concatenate([[0], logs[:n_ok]])  # in log units: fresh batches, or steps
+    units = np.searchsorted(cum, points, side="left") if by_step else points  # kernel units begun
+    w_start = S.w_start
     W = np.vstack([w_start, log_w[:n_ok].astype(np.float64)])
     W_avg = np.vstack([w_start, log_avg[:n_ok]])
     W_end = np.vstack([w_start, log_end[:n_ok]])
     with np.errstate(over="ignore", invalid="ignore"):
         risks = [problem.excess_risk(M) for M in (W, W_avg, W_end)]
-    finite = np.all(np.isfinite(risks), axis=0)
+    limit = DIVERGENCE_FACTOR * max(float(risks[0][0]) + float(problem.F_star), np.finfo(np.float64).tiny)
+    finite = np.all(np.isfinite(risks), axis=0) & (risks[0] <= limit)
     if not finite.all():
         n_keep = int(np.argmin(finite))
         diverged_unit = int(units[n_keep]) if diverged_unit is None else diverged_unit
-        units, W, W_avg = units[:n_keep], W[:n_keep], W_avg[:n_keep]
+        points, units, W, W_avg = points[:n_keep], units[:n_keep], W[:n_keep], W_avg[:n_keep]
         risks = [r[:n_keep] for r in risks]
-    steps = feed.steps_after(units)
+    steps = points if by_step else feed.steps_after(units)
     time = None
-    if schedule is not None:
+    if schedule.timed:
         step_end = np.asarray(schedule.step_end, dtype=np.float64)
         time = np.where(steps > 0, step_end[np.maximum(steps - 1, 0)], 0.0)
-    info = dict(problem=repr(problem), optimizer=repr(optimizer), batch_size=B, n_batches=T,
-                echo=float(K.mean()), seed=seed, dtype=dtype.name)
+    info = dict(problem=repr(problem), optimizer=repr(optimizer), batch_size=S.B, n_batches=S.T,
+                echo=float(K.mean()), seed=S.seed, dtype=S.dtype.name, log_unit=S.log_unit)
     return Trajectory(
         batches=feed.batches_after(units), steps=steps, time=time,
         risk=risks[0], risk_avg=risks[1], risk_end_avg=risks[2],
@@ -260,10 +371,14 @@ def run(problem: Problem, optimizer: Optimizer, *, batch_size: int, echo=1, n_ba
 class _BatchFeed:
     """Batch echoing: the kernel's unit is a fresh batch, used for K_t steps."""
 
-    def __init__(self, problem, K, lr, B, seed, dtype):
-        self.problem, self.K, self.lr, self.B, self.seed, self.dtype = problem, K, lr, B, seed, dtype
+    def __init__(self, problem, K, B, seed, dtype):
+        self.problem, self.K, self.B, self.seed, self.dtype = problem, K, B, seed, dtype
         self.n_units = len(K)
         self._cum_steps = np.concatenate([[0], np.cumsum(K)])
+
+    def unit_lr(self, lr):
+        """The learning rate of each kernel unit, from one per fresh batch."""
+        return lr
 
     def data(self, start, stop):
         return self.problem.batches(self.seed, start, stop, self.B, self.dtype)
@@ -283,7 +398,7 @@ class _ExampleFeed:
     ``end_avg`` coincide. The learning rate of a step is that of its newest batch.
     """
 
-    def __init__(self, problem, schedule, lr, B, seed, dtype):
+    def __init__(self, problem, schedule, B, seed, dtype):
         if schedule.batch_size != B:
             raise ValueError(f"batch_size={B} does not match the example-echoing schedule's "
                              f"batch_size={schedule.batch_size}")
@@ -292,7 +407,9 @@ class _ExampleFeed:
         self.step_batch = np.asarray(schedule.step_batch, dtype=np.int64)
         self.n_units = len(self.step_batch)
         self.K = np.ones(self.n_units, dtype=np.int64)
-        self.lr = lr[self.step_batch]
+
+    def unit_lr(self, lr):
+        return lr[self.step_batch]
 
     def data(self, start, stop):
         ids = self.examples[start:stop]
@@ -309,7 +426,7 @@ class _ExampleFeed:
 
 
 def compile_kernels(dtypes=("float64",)) -> None:
-    """Compile (or load from Numba's cache) the optimizer kernel for `dtypes`.
+    """Compile (or load from Numba's cache) the optimizer kernels and batch draws for `dtypes`.
 
     Call it once in a parent process before starting workers, so that forked
     workers inherit the compiled code instead of compiling it again each.
@@ -319,3 +436,4 @@ def compile_kernels(dtypes=("float64",)) -> None:
     problem = LeastSquares(dim=1)
     for dtype in dtypes:
         run(problem, EchoedGD(0.0), batch_size=1, echo=1, n_batches=1, dtype=dtype)
+        run_many(problem, [EchoedGD(0.0), EchoedGD(0.0)], batch_size=1, echo=1, n_batches=1, dtype=dtype)

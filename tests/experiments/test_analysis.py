@@ -122,3 +122,15 @@ def test_fit_saturation_recovers_a_and_c_and_reads_the_regime():
     assert math.isnan(fit_saturation([1, 2], [np.inf, 5])["K_sat"])
     with_inf = fit_saturation(K, np.r_[100 / K[:5] + 5, np.inf])
     assert with_inf["K_sat"] == pytest.approx(20, rel=1e-6)
+
+
+def test_the_stable_rule_ignores_a_run_that_only_passes_through_the_band():
+    from echosim.experiments.analysis import convergence_index
+
+    loss = np.array([5.0, 3.0, 1.0, 0.9, 2.0, 3.0, 1.0, 0.95, 0.9, 0.9])  # in, out, in for good
+    assert convergence_index(loss, 1.0, window=1, rule="first") == 2
+    assert convergence_index(loss, 1.0, window=1, rule="stable") == 6
+    assert convergence_index(loss[:6], 1.0, window=1, rule="stable") == -1  # ends outside: never
+    assert convergence_index(np.full(4, 0.5), 1.0, window=1, rule="stable") == 0
+    with pytest.raises(ValueError, match="rule"):
+        convergence_index(loss, 1.0, rule="last")

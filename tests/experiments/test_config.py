@@ -96,15 +96,16 @@ def test_echo_goes_to_the_fixed_pipeline_and_is_dropped_for_greedy_and_sync():
     for r in c.runs:
         by_policy.setdefault(r.pipeline["policy"], []).append(r)
     assert len(by_policy["fixed"]) == 2 and len(by_policy["greedy"]) == 1 and len(by_policy["sync"]) == 1
-    assert {r.pipeline["echo"] for r in by_policy["fixed"]} == {1.0, 2.0}
-    assert "echo" not in by_policy["greedy"][0].optimizer
-    assert by_policy["sync"][0].optimizer["echo"] == 1
+    assert {r.echo for r in by_policy["fixed"]} == {1, 2}
+    assert by_policy["greedy"][0].echo is None and "optimizer.echo" not in by_policy["greedy"][0].params()
+    assert by_policy["sync"][0].echo == 1
+    assert all("echo" not in r.optimizer and "echo" not in r.pipeline for r in c.runs)  # K has one owner
 
 
 def test_the_embedded_default_sweep_is_valid_and_figure2_shaped():
     c = default_config()
     Bs = {r.optimizer["batch_size"] for r in c.runs}
-    Ks = {r.optimizer["echo"] for r in c.runs}
+    Ks = {r.echo for r in c.runs}
     assert len(Bs) == 2 and Ks == {1, 2, 4, 8, 16, 32}
     assert all(r.pipeline["policy"] == "fixed" for r in c.runs)
     assert c.settings["rtol"] == 0.01 and c.settings["window"] == 10

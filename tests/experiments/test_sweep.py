@@ -25,7 +25,7 @@ TINY = {
     "problem": {"kind": "logistic", "dim": 3, "radius": 0.5, "w_star_norm": 3.0},
     "pipeline": {"arrival": {"kind": "gamma", "mean": 3.0, "cv": 0.5}},
     "optimizer": {"lr": [1.0, 4.0], "batch_size": 8, "echo": [1, 3]},
-    "sweep": {"n_batches": 60, "repetitions": 2, "name": "tiny"},
+    "sweep": {"n_batches": 60, "repetitions": 2, "name": "tiny", "lr_extend": 0},
 }
 VOLATILE = ["elapsed_s"]  # the only column that depends on the machine's timing
 
@@ -78,7 +78,7 @@ def test_common_random_numbers_the_batch_cache_changes_nothing(tiny_conf):
     from echosim.training.problems import Logistic
 
     fresh = Logistic(**{k: v for k, v in spec.problem.items() if k != "kind"})  # no cache attached
-    schedule = simulate(build_pipeline(spec.pipeline), 60, seed=spec.pipeline_seed)
+    schedule = simulate(build_pipeline(spec.pipeline, spec.echo), 60, seed=spec.pipeline_seed)
     traj = run(fresh, build_optimizer(spec.optimizer), batch_size=8, echo=schedule, seed=spec.seed,
                log=np.arange(1, 61))
     np.testing.assert_array_equal(payload["curves"]["risk"], traj.risk)
@@ -86,13 +86,44 @@ def test_common_random_numbers_the_batch_cache_changes_nothing(tiny_conf):
     assert build_problem(spec.problem) is build_problem(dict(spec.problem))
 
 
-def test_resume_skips_finished_runs(serial, tiny_conf, tmp_path):
-    first = run_sweep(tiny_conf, out=tmp_path, workers=1, progress=False)
-    os.remove(tmp_path / "runs" / f"{tiny_conf.runs[3].run_id}.parquet")
-    again = run_sweep(tiny_conf, out=tmp_path, workers=1, progress=False)
-    assert again.n_new == 1 and again.n_resumed == 7
-    frames_equal(again.summary, first.summary)
+def test_a_sweep_with_one_more_value_computes_only_the_new_runs(serial, tiny_conf, tmp_path):
+    smaller = parse_config({**TINY, "optimizer": dict(TINY["optimizer"], lr=[1.0])})
+    first = run_sweep(smaller, out=tmp_path / "a", workers=1, progress=False)
+    assert first.n_new == 4
+    again = run_sweep(tiny_conf, out=tmp_path / "b", workers=1, progress=False)  # lr = [1, 4]: 4 new runs
+    assert again.n_new == 4 and again.n_resumed == 4
+    frames_equal(again.summary, serial.summary)
     frames_equal(again.curves, serial.curves)
+    assert run_sweep(tiny_conf, out=tmp_path / "b", workers=1, progress=False).n_new == 0
+
+
+def test_runs_live_in_few_packs_not_a_file_per_run(tiny_conf, tmp_path, private_run_store):
+    run_sweep(tiny_conf, out=tmp_path, workers=2, progress=False)
+    packs = list((private_run_store / "packs").glob("*.parquet"))
+    assert 1 <= len(packs) < len(tiny_conf.runs)
+    assert results.Store(private_run_store).finished() == {r.run_id for r in tiny_conf.runs}
+
+
+def test_a_corrupt_pack_is_quarantined_and_its_runs_recomputed(serial, tiny_conf, tmp_path, private_run_store):
+    run_sweep(tiny_conf, out=tmp_path, workers=1, progress=False)
+    (pack,) = (private_run_store / "packs").glob("*.parquet")
+    pack.write_bytes(pack.read_bytes()[: pack.stat().st_size // 2])  # a half-written disk block
+    err = io.StringIO()
+    again = run_sweep(tiny_conf, out=tmp_path, workers=1, stream=err)
+    assert again.n_new == len(tiny_conf.runs)
+    assert "unreadable pack" in err.getvalue() and len(list((private_run_store / "quarantine").iterdir())) == 1
+    frames_equal(again.summary, serial.summary)
+
+
+def test_a_second_sweep_on_the_same_directory_is_told_it_is_busy(tiny_conf, tmp_path):
+    import fcntl
+
+    tmp_path.mkdir(exist_ok=True)
+    with open(tmp_path / ".lock", "w") as f:  # what a running sweep holds
+        fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+        with pytest.raises(ValueError, match="in use by another sweep"):
+            run_sweep(tiny_conf, out=tmp_path, workers=1, progress=False)
+    assert run_sweep(tiny_conf, out=tmp_path, workers=1, progress=False).n_new == len(tiny_conf.runs)
 
 
 def test_a_failed_run_is_recorded_not_cached_and_retried(tiny_conf, tmp_path, monkeypatch):
@@ -109,18 +140,18 @@ def test_a_failed_run_is_recorded_not_cached_and_retried(tiny_conf, tmp_path, mo
     row = rep.summary.set_index("run_id").loc[victim]
     assert row["status"] == "failed" and row["error"] == "RuntimeError: injected failure second line"
     assert row["conv_batches"] == math.inf and rep.counts["failed"] == 1
-    assert not (tmp_path / "runs" / f"{victim}.parquet").exists()
-    assert (tmp_path / "failed" / f"{victim}.json").exists()
+    store = results.Store()
+    assert victim not in store.finished() and store.failure(victim)["error"].startswith("RuntimeError")
     monkeypatch.setattr(assemble, "_simulate_run", real)
     again = run_sweep(tiny_conf, out=tmp_path, workers=1, progress=False)
     assert again.n_new == 1 and again.counts["failed"] == 0
-    assert not (tmp_path / "failed" / f"{victim}.json").exists()
+    assert results.Store().failure(victim) is None
 
 
 def test_diverged_runs_count_as_never_converging(tmp_path):
     conf = parse_config({"problem": {"kind": "least_squares", "dim": 3, "decay": 0.0},
                          "optimizer": {"lr": [0.1, 50.0], "batch_size": 4, "echo": 2},
-                         "sweep": {"n_batches": 50, "atol": 0.05}})
+                         "sweep": {"n_batches": 50, "atol": 0.05, "lr_extend": 0}})
     rep = run_sweep(conf, out=tmp_path, workers=1, progress=False)
     bad = rep.summary[rep.summary["optimizer.lr"] == 50.0].iloc[0]
     assert bad["status"] == "diverged" and bad["conv_batches"] == math.inf and not bad["converged"]
@@ -154,6 +185,7 @@ echo = [1, 2, 4, 8, 16]
 n_batches = 400
 repetitions = 4
 name = "kill"
+lr_extend = 0
 """
 
 
@@ -204,17 +236,17 @@ def test_resume_after_sigkill_loses_and_duplicates_nothing(tmp_path):
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
         proc.stderr.close()
-    done_before = len(results.finished_ids(killed))
+    store = results.Store()
+    done_before = len(store.finished())
     assert 4 <= done_before < len(conf.runs)
-    for rid in results.finished_ids(killed):  # every complete shard is readable
-        results.read_shard(results.shard_path(killed, rid))
+    assert len(store.read(store.finished())) == done_before and not store.quarantined  # every pack is readable
     resumed = run_sweep(conf, out=killed, workers=2, progress=False)
     assert resumed.n_resumed == done_before and resumed.n_new == len(conf.runs) - done_before
     assert list(resumed.summary["run_id"]) == [r.run_id for r in conf.runs]  # none lost, none twice
-    clean = run_sweep(conf, out=tmp_path / "clean", workers=2, progress=False)
+    clean = run_sweep(conf, out=tmp_path / "clean", workers=2, progress=False, store_dir=tmp_path / "fresh")
     frames_equal(resumed.summary, clean.summary)
     frames_equal(resumed.curves, clean.curves)
-    assert not [p for p in (killed / "runs").iterdir() if p.name.endswith(".tmp")]
+    assert not [p for p in store.root.rglob("*.tmp")]
 
 
 @pytest.mark.skipif(not hasattr(os, "pidfd_open") or not Path("/proc/self/stat").exists(),
@@ -258,19 +290,19 @@ def test_progress_is_a_bar_on_a_terminal_and_lines_otherwise():
     bar = Progress(3, stream=tty)
     for _ in range(3):
         bar.update()
-    assert "\r[" in tty.getvalue() and "3/3 runs" in tty.getvalue() and "ETA" in tty.getvalue()
+    assert "\r" in tty.getvalue() and "3/3" in tty.getvalue() and "run/s" in tty.getvalue()
     plain = io.StringIO()
     bar = Progress(3, stream=plain, every=1e9)
     for _ in range(3):
         bar.update()
     assert plain.getvalue().splitlines() == [plain.getvalue().strip()]  # only the final line
-    assert plain.getvalue().startswith("3/3 runs") and "\r" not in plain.getvalue()
+    assert " 3/3 " in plain.getvalue() and "\r" not in plain.getvalue()
     plain = io.StringIO()
     bar = Progress(4, stream=plain, every=0.0)
     for _ in range(4):
         bar.update()
     lines = plain.getvalue().splitlines()
-    assert [line.split()[0] for line in lines] == ["1/4", "2/4", "3/4", "4/4"]
+    assert [line.split("|")[2].split()[0] for line in lines] == ["1/4", "2/4", "3/4", "4/4"]
 
 
 def test_estimate_calibrates_a_cost_model(tiny_conf, tmp_path):
@@ -284,3 +316,21 @@ def test_execute_run_reports_errors_instead_of_raising(tiny_conf):
     spec = dataclasses.replace(tiny_conf.runs[0], optimizer=dict(tiny_conf.runs[0].optimizer, method="nope"))
     p = execute_run(spec)
     assert p["summary"]["status"] == "failed" and p["curves"] is None and "nope" in p["summary"]["error"]
+
+
+def test_a_tuned_lr_at_the_edge_of_its_grid_extends_the_grid_until_bracketed(tmp_path):
+    from echosim.experiments.sweep import LR_RATIO
+
+    conf = parse_config({"problem": {"kind": "logistic", "dim": 5, "radius": 1.0},
+                         "optimizer": {"lr": [0.1, 0.2], "batch_size": 256, "echo": [1, 4]},
+                         "sweep": {"n_batches": 150, "repetitions": 2, "lr_extend": 12}})
+    rep = run_sweep(conf, out=tmp_path, workers=1, progress=False)
+    assert rep.n_runs > len(conf.runs)  # the grid grew
+    assert (rep.tuned["lr_edge"] == "").all() and (rep.tuned["optimizer.lr"] > 0.2).all()
+    lrs = np.sort(rep.summary["optimizer.lr"].unique())
+    np.testing.assert_allclose(lrs[2:] / lrs[1:-1], LR_RATIO)  # past the edge: the paper's ratio
+    capped = run_sweep(parse_config({"problem": {"kind": "logistic", "dim": 5, "radius": 1.0},
+                                     "optimizer": {"lr": [0.1, 0.2], "batch_size": 256, "echo": [1, 4]},
+                                     "sweep": {"n_batches": 150, "repetitions": 2, "lr_extend": 0}}),
+                       out=tmp_path / "capped", workers=1, progress=False)
+    assert (capped.tuned["lr_edge"] == "high").all()  # without extension the edge is flagged

@@ -271,3 +271,8 @@ def test_fit_skips_families_that_do_not_exist_for_the_data():
         warnings.simplefilter("ignore")
         with pytest.raises(ValueError, match="could be fitted"):
             fit_service_times(x, candidates="pareto")
+
+
+def test_profile_of_something_not_iterable_names_the_argument():
+    with pytest.raises(ValueError, match="^iterable must be an iterable of batches .* got int 42$"):
+        profile(42, 5)

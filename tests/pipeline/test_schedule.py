@@ -554,3 +554,26 @@ def test_bad_replay_input_names_the_argument(kwargs, field):
 def test_replay_needs_echo_draws_for_fractional_echo():
     with pytest.raises(ValueError, match="echo_draws"):
         simulate_with_times(Pipeline(2.0, policy="fixed", echo=1.5), [1.0, 2.0], 1.0)
+
+
+def test_echo_schedule_is_k_per_batch_without_a_clock_and_validates_k_once():
+    from echosim.pipeline import echo_schedule
+
+    s = echo_schedule(np.array([1, 3, 2]))
+    assert s.n_batches == 3 and s.n_steps == 6 and not s.timed and math.isnan(s.makespan)
+    with pytest.raises(ValueError, match="summary"):
+        s.summary()
+    for bad, field in ((0, "echo"), (2.5, "integer"), (np.array([[1, 2]]), "1-D"), (np.array([1, 0]), "K_t")):
+        with pytest.raises(ValueError, match=field):
+            echo_schedule(bad, n_batches=None if np.ndim(bad) else 3)
+    with pytest.raises(ValueError, match="n_batches"):
+        echo_schedule(2)
+
+
+def test_first_steps_keeps_the_steps_that_end_by_a_budget():
+    p = Pipeline(Exponential(4.0), policy="greedy", max_echo=8)
+    full = simulate(p, 200, seed=3)
+    part = full.first_steps(50)
+    assert part.n_steps == 50 and part.steps_per_batch.sum() == 50
+    np.testing.assert_array_equal(part.step_end, full.step_end[:50])
+    assert part.n_batches == full.step_batch[49] + 1

@@ -216,6 +216,14 @@ def test_variable_echo_with_constant_K_is_echoed_gd(c, B, T, K, frac):
     )
 
 
+def test_variable_echo_accepts_zero_and_non_integer_counts_from_one():
+    # K_t(K_t+1) <= 2 K_t^2 holds for K_t = 0 and K_t >= 1: these are accepted
+    c = dict(beta=1.0, rho=1.0, D=1.0, B=64)
+    with_zero = theory.variable_echo_bound(**c, K_t=[0, 4, 4])
+    assert with_zero == pytest.approx(theory.variable_echo_bound(**c, K_t=[4, 4]), rel=RTOL)
+    assert theory.variable_echo_bound(**c, K_t=[1.0, 2.5]) > 0
+
+
 def test_variable_echo_uneven_schedule_costs_noise():
     # same total steps S1, more uneven -> larger S2 -> larger noise term
     c = dict(beta=1.0, rho=1.0, D=1.0, B=64)
@@ -354,6 +362,17 @@ INVALID = [
     (theory.variable_echo_bound, dict(beta=1, rho=1, D=1, B=1, K_t=[]), "K_t must be an array"),
     (theory.variable_echo_bound, dict(beta=1, rho=1, D=1, B=1, K_t=3), "K_t must be an array"),
     (theory.variable_echo_bound, dict(beta=1, rho=1, D=1, B=1, K_t=[1, np.inf]), "K_t must be finite"),
+    (theory.variable_echo_bound, dict(beta=1, rho=1, D=1, B=1, K_t=[4, 0.5]),
+     r"K_t must be 0 or >= 1 .*got 0\.5"),
+    (theory.variable_echo_bound, dict(beta=1, rho=1, D=1, B=1, K_t=[[1, 1], [1e-9, 2]]),
+     "K_t must be 0 or >= 1"),
+    (theory.variable_echo_lr, dict(beta=1, rho=1, D=1, B=1, K_t=[0.99]), "K_t must be 0 or >= 1"),
+    (theory.variable_echo_bound, dict(beta=[1, 2, 3], rho=1, D=1, B=1, K_t=np.ones((2, 5))),
+     r"do not broadcast.*beta of shape \(3,\).*K_t of shape \(2,\)"),
+    (theory.variable_echo_bound, dict(beta=1, rho=1, D=1, B=1, K_t=np.ones((2, 5)), lr=[0.1] * 3),
+     r"do not broadcast.*K_t of shape \(2,\).*lr of shape \(3,\)"),
+    (theory.variable_echo_lr, dict(beta=1, rho=1, D=1, B=[1, 2, 4], K_t=np.ones((2, 5))),
+     r"do not broadcast.*B of shape \(3,\).*K_t of shape \(2,\)"),
     (theory.variable_echo_bound, dict(beta=2, rho=1, D=1, B=1, K_t=[1], lr=1.0), r"lr must be in \(0, 1/beta\]"),
     (theory.variable_echo_lr, dict(beta=0, rho=1, D=1, B=1, K_t=[1]), "beta must be positive"),
 ]
@@ -384,3 +403,93 @@ def test_import_pulls_in_no_plotting_and_no_echosim():
         "assert all(callable(getattr(theory, n)) for n in theory.__all__)\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# -------------------------------------------------------------- strongly convex
+
+lam_frac = st.floats(1e-4, 1.0)
+
+
+@given(problems, batch, horizon, echo, st.integers(1, 64), lam_frac)
+def test_strongly_convex_bound_positive_and_non_increasing_in_K(c, B, T, K, dK, frac):
+    lam = frac * c["beta"]
+    before = theory.echoed_gd_strongly_convex_bound(**c, B=B, T=T, K=K, lam=lam)
+    after = theory.echoed_gd_strongly_convex_bound(**c, B=B, T=T, K=K + dK, lam=lam)
+    assert isinstance(before, float) and np.isfinite(before) and before > 0
+    assert after <= before * (1 + RTOL)
+
+
+@given(problems, batch, horizon, echo, lam_frac)
+def test_strongly_convex_fixed_bound_at_the_tuned_lr_is_below_the_tuned_bound(c, B, T, K, frac):
+    lam = frac * c["beta"]
+    lr = theory.echoed_gd_strongly_convex_lr(**c, B=B, T=T, K=K, lam=lam)
+    assert 0 < lr <= 1 / c["beta"]
+    fixed = theory.echoed_gd_strongly_convex_bound(**c, B=B, T=T, K=K, lam=lam, lr=lr)
+    assert fixed <= theory.echoed_gd_strongly_convex_bound(**c, B=B, T=T, K=K, lam=lam) * (1 + 1e-9)
+
+
+@given(problems, batch, horizon, echo, lr_frac)
+def test_strongly_convex_fixed_bound_tends_to_the_convex_one_as_lam_vanishes(c, B, T, K, frac):
+    lr = frac / c["beta"]
+    lam = 1e-13 * c["beta"]  # eta * lam * K * T <= 2.6e-7 over the strategies
+    got = theory.echoed_gd_strongly_convex_bound(**c, B=B, T=T, K=K, lam=lam, lr=lr)
+    assert got == pytest.approx(theory.echoed_gd_bound(**c, B=B, T=T, K=K, lr=lr), rel=1e-4)
+    # and strong convexity never makes the fixed-step bound worse
+    assert got <= theory.echoed_gd_bound(**c, B=B, T=T, K=K, lr=lr) * (1 + RTOL)
+
+
+def test_strongly_convex_limits_and_regimes():
+    c = dict(beta=1.0, rho=1.0, D=1.0, B=64, T=100, lam=0.1)
+    # K -> infinity leaves the statistical term 2 rho^2 (1 + L) / (lam B T)
+    L = np.log1p(0.1**2 * 64 * 100 / 4)
+    stat = 2 * (1 + L) / (0.1 * 64 * 100)
+    assert theory.echoed_gd_strongly_convex_bound(**c, K=1e6) == pytest.approx(stat, rel=1e-12)
+    # curvature-dominated (tiny rho): echoing divides the exponent's time by K
+    tiny = dict(c, rho=1e-9, T=10)
+    ratio = (theory.echoed_gd_strongly_convex_bound(**tiny, K=1)
+             / theory.echoed_gd_strongly_convex_bound(**tiny, K=2))
+    assert ratio == pytest.approx(np.expm1(2.0) / np.expm1(1.0), rel=1e-6)
+    # lr * lam = 1 (lam = beta, lr = 1/beta): one step reaches the batch minimiser, q = 0
+    assert theory.echoed_gd_strongly_convex_bound(**dict(c, lam=1.0), K=4, lr=1.0) == pytest.approx(
+        2 / 64
+    )
+    # the tuned step falls like 1/K once below 1/beta
+    lrs = [theory.echoed_gd_strongly_convex_lr(**c, K=K) for K in (4, 8)]
+    assert lrs[0] == pytest.approx(2 * lrs[1], rel=RTOL)
+
+
+def test_strongly_convex_broadcasts_and_validates():
+    out = theory.echoed_gd_strongly_convex_bound(beta=1.0, rho=1.0, D=1.0, B=[[16], [64]], T=10,
+                                                 K=[1, 2, 4], lam=0.1)
+    assert out.shape == (2, 3)
+    assert theory.echoed_gd_strongly_convex_lr(beta=1.0, rho=1.0, D=1.0, B=64, T=10, K=1,
+                                               lam=[0.1, 0.2]).shape == (2,)
+    good = dict(beta=1.0, rho=1.0, D=1.0, B=64, T=10, K=2, lam=0.1)
+    for fn, bad, message in [
+        (theory.echoed_gd_strongly_convex_bound, dict(lam=0.0), "lam must be positive"),
+        (theory.echoed_gd_strongly_convex_bound, dict(lam=2.0), r"lam must be in \(0, beta\].*got 2\.0"),
+        (theory.echoed_gd_strongly_convex_bound, dict(lr=1.5), r"lr must be in \(0, 1/beta\]"),
+        (theory.echoed_gd_strongly_convex_bound, dict(K=0.5), "K must be >= 1"),
+        (theory.echoed_gd_strongly_convex_lr, dict(lam=[0.5, 3.0]), r"lam must be in \(0, beta\]"),
+        (theory.echoed_gd_strongly_convex_lr, dict(rho=-1.0), "rho must be positive"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            fn(**{**good, **bad})
+
+
+@pytest.mark.parametrize("call, names", [
+    (lambda: theory.echoed_gd_bound(beta=1, rho=1, D=1, B=np.ones(2), T=np.ones(3), K=1), ["B of shape (2,)", "T of shape (3,)"]),
+    (lambda: theory.variable_echo_bound(1, 1, 1, np.ones(3), np.ones((2, 3))), ["B of shape (3,)", "K_t of shape (2,)"]),
+    (lambda: theory.variable_echo_bound(1, 1, 1, 4, np.ones((2, 3)), lr=np.full(3, 0.1)), ["K_t", "lr of shape (3,)"]),
+    (lambda: theory.echo_speedup([1, 2], [1, 2, 3]), ["R of shape (2,)", "e of shape (3,)"]),
+])
+def test_a_broadcasting_mismatch_names_the_arguments_and_their_shapes(call, names):
+    with pytest.raises(ValueError) as err:
+        call()
+    assert "do not broadcast" in str(err.value) and all(n in str(err.value) for n in names)
+
+
+def test_a_2d_K_t_holds_one_series_per_row():
+    rows = theory.variable_echo_bound(1.0, 1.0, 1.0, 64, np.array([[4] * 100, [1, 7] * 50]))
+    np.testing.assert_allclose(rows, [theory.variable_echo_bound(1.0, 1.0, 1.0, 64, [4] * 100),
+                                      theory.variable_echo_bound(1.0, 1.0, 1.0, 64, [1, 7] * 50)], rtol=1e-15)

@@ -123,3 +123,77 @@ INVALID = [
 def test_invalid_timing_input_raises_value_error_naming_argument(fn, kwargs, message):
     with pytest.raises(ValueError, match=message):
         fn(**kwargs)
+
+
+# ----------------------------------------------------- wall-clock-optimal echo
+
+
+def _brute_force_optimal_K(c, R, K_max):
+    """argmin over K = 1..K_max of time_to_accuracy (t_up = R, t_down = 1); ties: smaller K."""
+    K = np.arange(1, K_max + 1)
+    times = theory.time_to_accuracy(**c, K=K, t_up=R, t_down=1.0)
+    return K[np.argmin(times)], times.min()
+
+
+@given(const, st.integers(1, 4096), st.floats(1e-3, 1e2), st.floats(0.05, 40.0))
+def test_time_optimal_echo_matches_brute_force(c, B, frac, R):
+    eps = frac * (c["rho"] * c["D"] / np.sqrt(B) + c["beta"] * c["D"] ** 2)
+    c = dict(c, eps=eps, B=B)
+    K_star = theory.time_optimal_echo(**c, R=R)
+    K_brute, best = _brute_force_optimal_K(c, R, K_max=int(np.ceil(R)) + 64)
+    got = theory.time_to_accuracy(**c, K=K_star, t_up=R, t_down=1.0)
+    assert got <= best * (1 + RTOL)
+    # the same K, unless floor(R) and ceil(R) tie to rounding
+    brute_time = theory.time_to_accuracy(**c, K=K_brute, t_up=R, t_down=1.0)
+    assert K_star == K_brute or abs(got - brute_time) <= RTOL * best
+    assert K_star in (max(1.0, np.floor(R)), max(1.0, np.ceil(R)))
+
+
+@given(const, st.integers(1, 4096), st.floats(1e-3, 1e2), st.floats(1.0, 40.0))
+def test_time_optimal_echo_real_K_is_R_and_beats_a_fine_grid(c, B, frac, R):
+    eps = frac * (c["rho"] * c["D"] / np.sqrt(B) + c["beta"] * c["D"] ** 2)
+    c = dict(c, eps=eps, B=B)
+    assert theory.time_optimal_echo(**c, R=R, integer=False) == R
+    grid = np.linspace(1.0, 2 * R + 8, 4001)
+    times = theory.time_to_accuracy(**c, K=grid, t_up=R, t_down=1.0)
+    at_R = theory.time_to_accuracy(**c, K=R, t_up=R, t_down=1.0)
+    assert at_R <= times.min() * (1 + RTOL)
+
+
+@given(const, st.integers(1, 4096), st.floats(1e-3, 1e2), st.integers(1, 64), st.integers(1, 64))
+def test_K_times_T_eps_is_non_decreasing_and_T_eps_non_increasing(c, B, frac, K, dK):
+    # the two monotonicities the optimality proof rests on (docs, wall-clock-optimal K)
+    eps = frac * (c["rho"] * c["D"] / np.sqrt(B) + c["beta"] * c["D"] ** 2)
+    T1 = theory.batches_to_accuracy(eps=eps, **c, B=B, K=K)
+    T2 = theory.batches_to_accuracy(eps=eps, **c, B=B, K=K + dK)
+    assert T2 <= T1 * (1 + RTOL)
+    assert (K + dK) * T2 >= K * T1 * (1 - RTOL)
+
+
+def test_time_optimal_echo_integer_R_and_slow_accelerator():
+    c = dict(eps=0.01, beta=1.0, rho=1.0, D=1.0, B=64)
+    for R in (1.0, 2.0, 7.0, 32.0):
+        assert theory.time_optimal_echo(**c, R=R) == R
+    # R < 1: the accelerator is the bottleneck; echoing only costs time
+    assert theory.time_optimal_echo(**c, R=0.3) == 1.0
+    assert theory.time_optimal_echo(**c, R=0.3, integer=False) == 1.0
+
+
+def test_time_optimal_echo_rounding_depends_on_the_regime():
+    # curvature-bound (large eps): extra steps help, round up; noise-bound: round down
+    c = dict(beta=1.0, rho=1.0, D=1.0, B=64)
+    K = theory.time_optimal_echo(eps=[[0.1], [0.001]], **c, R=[1.5, 2.5, 7.2])
+    np.testing.assert_array_equal(K, [[2.0, 2.0, 7.0], [1.0, 2.0, 7.0]])
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(R=0.0), "R must be positive"),
+    (dict(R=np.nan), "R must be positive and finite"),
+    (dict(R=4.0, eps=-1.0), "eps must be positive"),
+    (dict(R=4.0, B=0), "B must be positive"),
+    (dict(R=4.0, eps=-1.0, integer=False), "eps must be positive"),
+])
+def test_time_optimal_echo_rejects_bad_input(kwargs, message):
+    args = {**dict(eps=0.01, beta=1.0, rho=1.0, D=1.0, B=64), **kwargs}
+    with pytest.raises(ValueError, match=message):
+        theory.time_optimal_echo(**args)

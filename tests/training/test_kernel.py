@@ -25,7 +25,7 @@ def kernel_run(X, Y, K, lr, method="gd", loss="squared", l2=0.0, momentum="neste
         X.astype(dtype), Y.astype(dtype), np.asarray(K, dtype=np.int64), np.asarray(lr, dtype=np.float64),
         rows, METHODS[method], codes.LOSS_CODES[loss], float(l2),
         -1.0 if momentum == "nesterov" else float(momentum), float(lam),
-        *state, np.arange(T, dtype=np.int64), *logs)
+        *state, np.arange(T, dtype=np.int64), False, *logs)
     return status, logs, state
 
 
@@ -120,3 +120,47 @@ def test_kernel_does_not_recompile_on_a_second_call():
     kernel_run(X, Y, [3, 1], [0.2, 0.2], method="nesterov", loss="logistic", l2=0.1)
     kernel_run(X, Y, [3, 1], [0.2, 0.2], rows=np.zeros((4, 2), dtype=np.int64))
     assert len(echo_chunk.signatures) == n_signatures
+
+
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    T=st.integers(1, 5), B=st.integers(1, 9), d=st.integers(1, 6), L=st.integers(1, 6),
+    method=st.sampled_from(["gd", "nesterov", "prox", "sgd"]),
+    loss=st.sampled_from(["squared", "logistic"]),
+    l2=st.sampled_from([0.0, 0.05]),
+    momentum=st.sampled_from(["nesterov", 0.7]),
+)
+def test_many_learning_rates_kernel_matches_naive_twin_per_column(seed, T, B, d, L, method, loss, l2, momentum):
+    from echosim.training.kernel import echo_chunk_many
+
+    X, Y, rng = draw_problem(seed, T, B, d, loss)
+    K = rng.integers(1, 4, size=T)
+    lrs = rng.uniform(0.0, 0.5, size=(T, L))
+    rows = rng.integers(0, B, size=(int(K.sum()), max(1, B // 2))) if method == "sgd" else None
+    kind = "gd" if method == "sgd" else method
+    w0 = rng.standard_normal(d)
+    W = np.repeat(w0[:, None], L, axis=1)
+    state = (W, W.copy(), np.zeros((d, L)), np.zeros((d, L)), np.zeros(2, dtype=np.int64),
+             np.full(L, -1, dtype=np.int64))
+    logs = (np.empty((T, d, L)), np.empty((T, d, L)), np.empty((T, d, L)))
+    alive = echo_chunk_many(
+        X, Y, K, lrs, np.zeros((0, 0), dtype=np.int64) if rows is None else rows, METHODS[kind],
+        codes.LOSS_CODES[loss], l2, -1.0 if momentum == "nesterov" else momentum, 0.3,
+        *state, np.arange(T, dtype=np.int64), False, *logs)
+    assert alive == L
+    for col in range(L):
+        expected = echoed_run(X, Y, K, lrs[:, col], method=kind, loss=loss, l2=l2, momentum=momentum, lam=0.3,
+                              rows=rows, w0=w0)
+        for got, want in zip(logs, expected):
+            np.testing.assert_allclose(got[:, :, col], want, rtol=1e-12, atol=1e-14)
+
+
+def test_many_learning_rates_kernel_does_not_recompile_on_a_second_call():
+    from echosim import EchoedGD, LeastSquares, Logistic
+    from echosim.training.kernel import echo_chunk_many
+    from echosim.training.runner import run_many
+
+    run_many(LeastSquares(dim=3), [EchoedGD(0.1), EchoedGD(0.2)], batch_size=4, echo=2, n_batches=3)
+    n_signatures = len(echo_chunk_many.signatures)
+    run_many(Logistic(dim=2), [EchoedGD(0.3), EchoedGD(0.1), EchoedGD(0.0)], batch_size=5, echo=1, n_batches=20)
+    assert len(echo_chunk_many.signatures) == n_signatures

@@ -200,3 +200,74 @@ def test_example_echoing_schedule_matches_the_naive_twin_on_gathered_batches():
     np.testing.assert_array_equal(traj.time[1:], schedule.step_end)
     with pytest.raises(ValueError, match="batch_size"):
         run(LS, EchoedGD(0.2), batch_size=B + 1, echo=schedule)
+
+
+@pytest.mark.parametrize("optimizer, method", [(EchoedGD(0.2), "gd"), (EchoedNesterov(0.05), "nesterov")])
+def test_step_logging_gives_every_step_of_the_naive_twin(optimizer, method, monkeypatch):
+    monkeypatch.setattr(experiment, "CHUNK_BYTES", 1)  # step logs that straddle kernel calls
+    T, B, seed = 30, 8, 5
+    K = np.random.default_rng(seed).integers(1, 5, size=T)
+    traj = run(LS, optimizer, batch_size=B, echo=K, seed=seed, log="all", log_unit="step")
+    N = int(K.sum())
+    X, Y = LS.batches(seed, 0, T, B)
+    # these methods do not see batch boundaries: every step as its own batch is the same run
+    last, avg, _ = echoed_run(np.repeat(X, K, axis=0), np.repeat(Y, K, axis=0), np.ones(N, dtype=int),
+                              np.full(N, optimizer.lr), method=method, loss="squared")
+    np.testing.assert_array_equal(traj.steps, np.arange(N + 1))
+    began = np.concatenate([[0], np.repeat(np.arange(1, T + 1), K)])  # fresh batches begun by each step
+    np.testing.assert_array_equal(traj.batches, began)
+    np.testing.assert_allclose(traj.risk[1:], LS.excess_risk(last), rtol=1e-12)
+    np.testing.assert_allclose(traj.risk_avg[1:], LS.excess_risk(avg), rtol=1e-12)
+
+
+@pytest.mark.parametrize("optimizer", [EchoedGD(0.2), EchoedProx(0.2, lam=0.5), EchoedSGD(0.2, sub_batch=3),
+                                       EchoedNesterov(0.05)], ids=lambda o: type(o).__name__)
+def test_step_logs_at_batch_ends_are_the_batch_logs(optimizer):
+    pipe = echosim.Pipeline(echosim.Gamma(mean=3.0, cv=0.5), policy="greedy", max_echo=6)
+    schedule = echosim.simulate(pipe, n_batches=40, seed=2)
+    by_batch = run(LS, optimizer, batch_size=8, echo=schedule, seed=3, log="all")
+    by_step = run(LS, optimizer, batch_size=8, echo=schedule, seed=3, log="all", log_unit="step")
+    ends = np.searchsorted(by_step.steps, by_batch.steps)
+    for name in ("batches", "steps", "time", "risk", "risk_avg", "risk_end_avg"):
+        np.testing.assert_array_equal(getattr(by_step, name)[ends], getattr(by_batch, name), err_msg=name)
+    assert len(by_step) == schedule.n_steps + 1 and by_step.info["log_unit"] == "step"
+
+
+def test_a_number_or_array_of_k_goes_through_the_pipeline_layers_schedule():
+    a = run(LS, EchoedGD(0.1), batch_size=8, echo=3, n_batches=20, seed=1)
+    b = run(LS, EchoedGD(0.1), batch_size=8, echo=echosim.pipeline.echo_schedule(3, 20), seed=1)
+    np.testing.assert_array_equal(a.risk, b.risk)
+    assert a.time is None and b.time is None
+    with pytest.raises(ValueError, match="log_unit"):
+        run(LS, EchoedGD(0.1), batch_size=8, echo=3, n_batches=20, log_unit="epoch")
+
+
+@pytest.mark.parametrize("make, problem", [
+    (EchoedGD, LeastSquares(dim=5, decay=1.0)),
+    (EchoedGD, Logistic(dim=4, radius=2.0)),
+    (lambda lr: EchoedNesterov(lr, momentum=0.5), LeastSquares(dim=3)),
+    (lambda lr: EchoedProx(lr, lam=0.5), LOGI),
+    (lambda lr: EchoedSGD(lr, sub_batch=3), Logistic(dim=3)),
+    (EchoedGD, SOFTMAX),
+], ids=["gd-ls", "gd-logistic", "nesterov", "prox-dataset", "sgd", "softmax-loop"])
+def test_run_many_equals_one_run_per_learning_rate(make, problem, monkeypatch):
+    monkeypatch.setattr(experiment, "CHUNK_BYTES", 1)  # several kernel calls: state must carry over
+    # ηβ < 2 (stable: rounding differences do not grow), and on least squares one η that diverges
+    lrs = [0.0, 0.05, 0.3, 1.5] + ([40.0] if problem.loss == "squared" else [])
+    K = np.random.default_rng(1).integers(1, 4, size=45)
+    kw = dict(batch_size=8, echo=K, seed=3, log="all")
+    many = echosim.run_many(problem, [make(lr) for lr in lrs], **kw)
+    for lr, got in zip(lrs, many):
+        want = run(problem, make(lr), **kw)
+        assert (got.status, got.diverged_at, got.info) == (want.status, want.diverged_at, want.info)
+        for name in ("batches", "steps"):
+            np.testing.assert_array_equal(getattr(got, name), getattr(want, name))
+        for name in ("risk", "risk_avg", "risk_end_avg", "w", "w_avg"):
+            np.testing.assert_allclose(getattr(got, name), getattr(want, name), rtol=1e-12, atol=1e-15)
+
+
+def test_run_many_refuses_optimizers_that_differ_beyond_the_learning_rate():
+    with pytest.raises(ValueError, match="differing only in lr"):
+        echosim.run_many(LS, [EchoedGD(0.1), EchoedNesterov(0.1)], batch_size=4, n_batches=2)
+    with pytest.raises(ValueError, match="differing only in lr"):
+        echosim.run_many(LS, [EchoedProx(0.1, lam=1.0), EchoedProx(0.1, lam=2.0)], batch_size=4, n_batches=2)

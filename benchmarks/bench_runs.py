@@ -1,0 +1,445 @@
+"""Where users wait: whole runs and sweeps, next to the kernel, its floor, NumPy and JAX.
+
+One run on one core prints, side by side (µs per optimizer step unless said):
+
+- kernel      ``echo_chunk`` on pre-made batches (least squares d=100, B=256, K=8);
+- floor       a read-only pass over the same batches K times;
+- run()       the whole ``echosim.run(LeastSquares(dim=100), EchoedGD(lr=0.05),
+              batch_size=256, echo=8, n_batches=T)``, this tree and 0.1 (``--v01 PATH``,
+              a checkout of 0.1, run in its own process);
+- numpy       the same whole run in plain NumPy (a Generator per run, data per batch);
+- jax         the same whole run in JAX (jax.random inside jit, lax.scan), float64;
+              skipped with a message if jax is not installed;
+- many        ``echo_chunk_many`` with L learning rates, per learning rate, against L
+              calls of ``echo_chunk`` (pre-made batches), on the sweep's logistic
+              shape (d=10, B=2048) and on least squares (d=100, B=256);
+- sweep       the 0.1 default sweep's grid (benchmarks/configs/default_sweep_0.1.toml,
+              1,476 runs) end to end, including compilation (a fresh Numba cache),
+              on 1 and 2 workers: 0.1's ``python -m echosim sweep``, this tree's
+              ``sweep`` (one run at a time) and ``execute_group`` over the grid's
+              learning-rate groups (each payload written with ``store.write_run``);
+- memory      peak RSS of a 10⁶-batch run with log="auto" (least squares d=10, B=16).
+
+Timings are medians (and IQR) of ``--repeats`` interleaved repeats of the process's
+CPU time (one thread: BLAS, Numba and XLA are set to one thread) (each variant lives in its own worker process; the sweeps are timed once
+each by wall clock, ``--sweep-repeats`` for more). The load average is printed at the
+start and end: the machine is shared. Run: ``python benchmarks/bench_runs.py --v01
+/path/to/0.1`` (``--quick`` skips the sweeps). Not run by pytest.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+ONE_THREAD = ("NUMBA_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+SWEEP_CONFIG = os.path.join(HERE, "configs", "default_sweep_0.1.toml")
+L_MANY = 41
+
+
+def env_for(root, cache_dir=None):
+    env = dict(os.environ, PYTHONPATH=root)
+    for name in ONE_THREAD:
+        env[name] = "1"
+    env["XLA_FLAGS"] = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
+    if cache_dir:
+        env["NUMBA_CACHE_DIR"] = cache_dir
+    return env
+
+
+# --------------------------------------------------------------------------- worker side
+
+
+class Bench:
+    """The measured variants, set up once per worker process (inputs made before the clock)."""
+
+    def __init__(self, T):
+        import numpy as np
+
+        import echosim
+
+        self.np, self.echosim, self.T = np, echosim, T
+        self.cache = {}
+
+    def _premade(self, key, problem, B, T):
+        if key not in self.cache:
+            self.cache[key] = problem.batches(0, 0, T, B)
+        return self.cache[key]
+
+    def run(self):
+        e = self.echosim
+        e.run(e.LeastSquares(dim=100), e.EchoedGD(lr=0.05), batch_size=256, echo=8, n_batches=self.T)
+        return self.T * 8
+
+    def kernel(self):
+        from echosim.training import codes
+        from echosim.training.kernel import echo_chunk
+
+        np = self.np
+        X, Y = self._premade("ls", self.echosim.LeastSquares(dim=100), 256, self.T)
+        d = 100
+        w = np.zeros(d)
+        echo_chunk(X, Y, np.full(self.T, 8), np.full(self.T, 0.05), np.zeros((0, 0), dtype=np.int64),
+                   codes.METHOD_GD, codes.LOSS_SQUARED, 0.0, -1.0, 0.0, w, w.copy(), np.zeros(d), np.zeros(d),
+                   np.zeros(2, dtype=np.int64), np.array([self.T - 1]), False, np.empty((1, d)),
+                   np.empty((1, d)), np.empty((1, d)))
+        return self.T * 8
+
+    def floor(self):
+        from numba import njit
+
+        if "floor" not in self.cache:
+            @njit(fastmath={"reassoc", "nsz"})
+            def read_floor(X, Y, K):
+                total = 0.0
+                for t in range(X.shape[0]):
+                    xt, yt = X[t], Y[t]
+                    for _ in range(K):
+                        s = 0.0
+                        for i in range(xt.shape[0]):
+                            for j in range(xt.shape[1]):
+                                s += xt[i, j]
+                        for i in range(yt.shape[0]):
+                            s += yt[i]
+                        total += s
+                return total
+            self.cache["floor"] = read_floor
+        X, Y = self._premade("ls", self.echosim.LeastSquares(dim=100), 256, self.T)
+        self.cache["floor"](X, Y, 8)
+        return self.T * 8
+
+    def numpy(self):
+        np = self.np
+        rng = np.random.default_rng(0)
+        d, B, K, eta = 100, 256, 8, 0.05
+        w_star, w = np.full(d, 0.1), np.zeros(d)
+        avg_sum = np.zeros(d)
+        for _ in range(self.T):
+            X = rng.standard_normal((B, d))
+            y = X @ w_star + 0.5 * rng.standard_normal(B)
+            for _ in range(K):
+                w -= eta * (X.T @ (X @ w - y)) / B
+                avg_sum += w
+        return self.T * K
+
+    def jax(self):
+        if "jax" not in self.cache:
+            import jax
+            import jax.numpy as jnp
+
+            jax.config.update("jax_enable_x64", True)
+            d, B, K, eta = 100, 256, 8, 0.05
+            w_star = jnp.full(d, 0.1)
+
+            @jax.jit
+            def whole(key, T_arr):
+                def batch(carry, t):
+                    w, avg = carry
+                    kx, ke = jax.random.split(jax.random.fold_in(key, t))
+                    X = jax.random.normal(kx, (B, d), dtype=jnp.float64)
+                    y = X @ w_star + 0.5 * jax.random.normal(ke, (B,), dtype=jnp.float64)
+
+                    def step(_, c):
+                        w, avg = c
+                        w = w - eta * (X.T @ (X @ w - y)) / B
+                        return w, avg + w
+
+                    return jax.lax.fori_loop(0, K, step, (w, avg)), None
+
+                (w, avg), _ = jax.lax.scan(batch, (jnp.zeros(d), jnp.zeros(d)), T_arr)
+                return w, avg
+
+            self.cache["jax"] = (whole, jax.random.PRNGKey(0), jnp.arange(self.T))
+            whole(self.cache["jax"][1], self.cache["jax"][2])[0].block_until_ready()  # compile
+        whole, key, T_arr = self.cache["jax"]
+        whole(key, T_arr)[0].block_until_ready()
+        return self.T * 8
+
+    def _many_setup(self, shape):
+        np, e = self.np, self.echosim
+        if shape == "logistic":
+            problem, B, T, lrs = e.Logistic(dim=10, radius=0.2, w_star_norm=10.0), 2048, 32, np.geomspace(0.1, 10, L_MANY)
+        else:
+            problem, B, T, lrs = e.LeastSquares(dim=100), 256, 64, np.geomspace(0.001, 0.1, L_MANY)
+        X, Y = self._premade(shape, problem, B, T)
+        return problem, X, Y, T, lrs
+
+    def many(self, shape):
+        from echosim.training import codes
+        from echosim.training.kernel import echo_chunk_many
+
+        np = self.np
+        problem, X, Y, T, lrs = self._many_setup(shape)
+        d, L = problem.dim, len(lrs)
+        W = np.zeros((d, L))
+        echo_chunk_many(X, Y, np.full(T, 8), np.ascontiguousarray(np.tile(lrs, (T, 1))),
+                        np.zeros((0, 0), dtype=np.int64), codes.METHOD_GD, codes.LOSS_CODES[problem.loss], 0.0,
+                        -1.0, 0.0, W, W.copy(), np.zeros((d, L)), np.zeros((d, L)), np.zeros(2, dtype=np.int64),
+                        np.full(L, -1, dtype=np.int64), np.array([T - 1]), False, np.empty((1, d, L)),
+                        np.empty((1, d, L)), np.empty((1, d, L)))
+        return T * 8 * L
+
+    def singles(self, shape):
+        from echosim.training import codes
+        from echosim.training.kernel import echo_chunk
+
+        np = self.np
+        problem, X, Y, T, lrs = self._many_setup(shape)
+        d = problem.dim
+        for lr in lrs:
+            w = np.zeros(d)
+            echo_chunk(X, Y, np.full(T, 8), np.full(T, lr), np.zeros((0, 0), dtype=np.int64), codes.METHOD_GD,
+                       codes.LOSS_CODES[problem.loss], 0.0, -1.0, 0.0, w, w.copy(), np.zeros(d), np.zeros(d),
+                       np.zeros(2, dtype=np.int64), np.array([T - 1]), False, np.empty((1, d)),
+                       np.empty((1, d)), np.empty((1, d)))
+        return T * 8 * len(lrs)
+
+    def exps(self):
+        """Logistic loss derivatives ℓ'(z) over 10⁶ margins (the kernels' exp-bound part)."""
+        from numba import njit
+
+        try:
+            from echosim.training.kernel import _dloss
+        except ImportError:  # 0.1's layout
+            from echosim._kernels.optim import _dloss
+
+        np = self.np
+        if "exps" not in self.cache:
+            @njit(fastmath={"reassoc", "contract", "nsz", "arcp"})
+            def derivs(z, y, out):
+                for i in range(z.shape[0]):
+                    out[i] = _dloss(z[i], y[i], 1)
+            z = np.random.default_rng(0).normal(0, 3, 1_000_000)
+            y = np.where(z > 0, 1.0, -1.0)
+            self.cache["exps"] = (derivs, z, y, np.empty_like(z))
+        derivs, z, y, out = self.cache["exps"]
+        derivs(z, y, out)
+        return len(z)
+
+
+def worker(T):
+    bench = Bench(T)
+    for line in sys.stdin:
+        name, *args = json.loads(line)
+        try:
+            getattr(bench, name)(*args)  # warm: compile, make inputs
+            t0, w0 = time.process_time(), time.perf_counter()
+            units = getattr(bench, name)(*args)
+            out = {"cpu": (time.process_time() - t0) / units, "wall": (time.perf_counter() - w0) / units}
+        except Exception as exc:  # noqa: BLE001 - report, keep serving
+            out = {"error": f"{type(exc).__name__}: {exc}"}
+        print(json.dumps(out), flush=True)
+
+
+# --------------------------------------------------------------------------- sweeps and memory
+
+
+def sweep_after_groups(workers, config, out):
+    """The 0.1 grid through execute_group, one group per task, payloads written as they come."""
+    from multiprocessing import get_context
+
+    from echosim.experiments import store
+    from echosim.experiments.assemble import execute_group, group_by_learning_rate, warm_up
+    from echosim.experiments.config import load_config
+
+    conf = load_config(config)
+    groups = group_by_learning_rate(conf.runs)
+    warm_up(conf)
+    n = 0
+    if workers == 1:
+        results = map(execute_group, groups)
+    else:
+        pool = get_context("fork").Pool(workers)
+        results = pool.imap_unordered(execute_group, groups)
+    for payloads in results:
+        for p in payloads:
+            store.write_run(out, p)
+            n += 1
+    print(json.dumps({"runs": n, "groups": len(groups)}))
+
+
+def peak_memory(n_batches):
+    import resource
+
+    import echosim
+
+    p = echosim.LeastSquares(dim=10)
+    echosim.run(p, echosim.EchoedGD(0.05), batch_size=16, echo=1, n_batches=32)
+    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    t0 = time.perf_counter()
+    echosim.run(p, echosim.EchoedGD(0.05), batch_size=16, echo=1, n_batches=n_batches, log="auto")
+    print(json.dumps({"peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "base_mb": base,
+                      "seconds": time.perf_counter() - t0}))
+
+
+def timed(cmd, env, cwd=ROOT):
+    t0 = time.perf_counter()
+    res = subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True)
+    elapsed = time.perf_counter() - t0
+    if res.returncode:
+        return None, res.stderr.strip().splitlines()[-1:] or ["failed"]
+    return elapsed, res.stdout.strip().splitlines()[-1:] or [""]
+
+
+# --------------------------------------------------------------------------- driver
+
+
+def median_iqr(values):
+    import numpy as np
+
+    v = np.asarray(values)
+    return float(np.median(v)), float(np.percentile(v, 75) - np.percentile(v, 25))
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--v01", metavar="PATH", help="a checkout of echosim 0.1 (e.g. a worktree of 3054723)")
+    p.add_argument("--batches", type=int, default=400, help="T of the whole-run and kernel rows (default 400)")
+    p.add_argument("--repeats", type=int, default=7)
+    p.add_argument("--sweep-repeats", type=int, default=1)
+    p.add_argument("--quick", action="store_true", help="skip the sweeps and the memory row")
+    p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--sweep-after", type=int, metavar="WORKERS", help=argparse.SUPPRESS)
+    p.add_argument("--memory", type=int, metavar="BATCHES", help=argparse.SUPPRESS)
+    p.add_argument("--out", help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.worker:
+        return worker(args.batches)
+    if args.sweep_after:
+        return sweep_after_groups(args.sweep_after, SWEEP_CONFIG, args.out)
+    if args.memory:
+        return peak_memory(args.memory)
+
+    print("# bench_runs")
+    print(f"\nload average at start: {open('/proc/loadavg').read().strip()}; cores: {os.cpu_count()}; "
+          f"python {sys.version.split()[0]}; one thread per process")
+    roots = {"this tree": ROOT}
+    if args.v01:
+        roots["0.1"] = os.path.abspath(args.v01)
+    procs = {}
+    for label, root in roots.items():
+        procs[label] = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--worker", "--batches",
+                                         str(args.batches)], env=env_for(root), stdin=subprocess.PIPE,
+                                        stdout=subprocess.PIPE, text=True, cwd=root)
+    try:
+        import jax  # noqa: F401
+        has_jax = True
+    except ImportError:
+        has_jax = False
+    rows = [("kernel (echo_chunk, pre-made data)", "this tree", ["kernel"]),
+            ("read-only floor", "this tree", ["floor"]),
+            ("whole run()", "this tree", ["run"]),
+            ("whole run()", "0.1", ["run"]),
+            ("whole run, plain NumPy", "this tree", ["numpy"])]
+    if has_jax:
+        rows.append(("whole run, JAX (jit + scan, jax.random)", "this tree", ["jax"]))
+    for shape in ("logistic", "least_squares"):
+        rows.append((f"L={L_MANY} at once, per lr ({shape})", "this tree", ["many", shape]))
+        rows.append((f"{L_MANY} single kernel calls, per lr ({shape})", "this tree", ["singles", shape]))
+    rows.append(("logistic ℓ'(z) (one exp each), ns", "this tree", ["exps"]))
+    if "0.1" in procs:
+        rows.append(("logistic ℓ'(z) (one exp each), ns", "0.1", ["exps"]))
+    times = {i: [] for i in range(len(rows))}
+    errors = {}
+    for _ in range(args.repeats):
+        for i, (_, who, cmd) in enumerate(rows):
+            if who not in procs:
+                continue
+            procs[who].stdin.write(json.dumps(cmd) + "\n")
+            procs[who].stdin.flush()
+            out = json.loads(procs[who].stdout.readline())
+            if "error" in out:
+                errors[i] = out["error"]
+            else:
+                times[i].append(out["cpu"] * 1e6)
+    for proc in procs.values():
+        proc.stdin.close()
+        proc.wait()
+    print(f"\n## Per step (µs, process CPU time; median of {args.repeats} interleaved repeats, IQR)\n")
+    print("| variant | code | median | IQR |\n| --- | --- | ---: | ---: |")
+    med = {}
+    for i, (name, who, _) in enumerate(rows):
+        if i in errors or not times[i]:
+            print(f"| {name} | {who} | {errors.get(i, 'not run')} | |")
+            continue
+        m, q = median_iqr(times[i])
+        scale = 1e3 if name.endswith("ns") else 1.0
+        med[(name, who)] = m
+        print(f"| {name} | {who} | {m * scale:.3f} | {q * scale:.3f} |")
+    if not has_jax:
+        print("\n(JAX rows skipped: jax is not installed; `pip install jax` to add them.)")
+
+    def ratio(a, b):
+        return med[a] / med[b] if a in med and b in med else float("nan")
+
+    print("\n## Ratios against the targets\n")
+    print(f"- run() 0.1 / this tree: {ratio(('whole run()', '0.1'), ('whole run()', 'this tree')):.2f}× (target ≥ 3)")
+    if has_jax:
+        jx = ("whole run, JAX (jit + scan, jax.random)", "this tree")
+        print(f"- JAX whole run / run(): {ratio(jx, ('whole run()', 'this tree')):.2f}× (target ≥ 2)")
+    print(f"- NumPy whole run / run(): {ratio(('whole run, plain NumPy', 'this tree'), ('whole run()', 'this tree')):.2f}×")
+    print(f"- kernel / floor: {ratio(('kernel (echo_chunk, pre-made data)', 'this tree'), ('read-only floor', 'this tree')):.2f}× (target ≤ 1.3)")
+    for shape in ("logistic", "least_squares"):
+        r = ratio((f"L={L_MANY} at once, per lr ({shape})", "this tree"),
+                  (f"{L_MANY} single kernel calls, per lr ({shape})", "this tree"))
+        print(f"- L={L_MANY} at once / single calls, per lr, {shape}: {r:.2f}× (target ≤ 0.3)")
+    e = ("logistic ℓ'(z) (one exp each), ns", "this tree")
+    if e in med:
+        print(f"- logistic derivatives per second: {1e6 / med[e]:.3g} (this tree)"
+              + (f", {1e6 / med[(e[0], '0.1')]:.3g} (0.1)" if (e[0], "0.1") in med else ""))
+
+    if not args.quick:
+        print(f"\n## The 0.1 default sweep's grid end to end (s, wall clock, fresh Numba cache; "
+              f"{args.sweep_repeats} repeat(s))\n")
+        print("| code | how | 1 worker | 2 workers |\n| --- | --- | ---: | ---: |")
+        variants = []
+        if "0.1" in roots:
+            variants.append(("0.1", "`python -m echosim sweep` (one run at a time)", roots["0.1"], "cli"))
+        variants.append(("this tree", "`python -m echosim sweep` (one run at a time, not grouped)", ROOT, "cli"))
+        variants.append(("this tree", "`execute_group` over the 36 learning-rate groups", ROOT, "groups"))
+        results = {}
+        for rep in range(args.sweep_repeats):
+            for label, how, root, kind in variants:
+                for w in (1, 2):
+                    with tempfile.TemporaryDirectory(prefix="echosim-bench-") as tmp:
+                        env = env_for(root, os.path.join(tmp, "numba"))
+                        out = os.path.join(tmp, "out")
+                        if kind == "cli":
+                            cmd = [sys.executable, "-m", "echosim", "sweep", SWEEP_CONFIG, "--workers", str(w),
+                                   "--out", out, "--no-plot"]
+                        else:
+                            cmd = [sys.executable, os.path.abspath(__file__), "--sweep-after", str(w), "--out", out]
+                        elapsed, tail = timed(cmd, env, cwd=root)
+                        results.setdefault((label, how, w), []).append(elapsed if elapsed is not None else tail)
+        for label, how, root, kind in variants:
+            cells = []
+            for w in (1, 2):
+                vals = results[(label, how, w)]
+                nums = [v for v in vals if isinstance(v, float)]
+                cells.append(f"{sorted(nums)[len(nums) // 2]:.1f}" if nums else f"failed: {vals[0]}")
+            print(f"| {label} | {how} | {cells[0]} | {cells[1]} |")
+
+        print("\n## Memory: one run of 10⁶ fresh batches, log='auto' (least squares d=10, B=16, K=1)\n")
+        print("| code | peak RSS (MB) | RSS before the run (MB) | seconds |\n| --- | ---: | ---: | ---: |")
+        for label, root in roots.items():
+            with tempfile.TemporaryDirectory(prefix="echosim-bench-") as tmp:
+                res = subprocess.run([sys.executable, os.path.abspath(__file__), "--memory", "1000000"],
+                                     env=env_for(ROOT if label == "this tree" else root),
+                                     cwd=root, capture_output=True, text=True)
+            if res.returncode:
+                print(f"| {label} | failed: {res.stderr.strip().splitlines()[-1:]} | | |")
+                continue
+            m = json.loads(res.stdout.strip().splitlines()[-1])
+            print(f"| {label} | {m['peak_mb']:.0f} | {m['base_mb']:.0f} | {m['seconds']:.1f} |")
+    print(f"\nload average at end: {open('/proc/loadavg').read().strip()}")
+
+
+if __name__ == "__main__":
+    main()
