@@ -498,7 +498,7 @@ def _cmd_plan(args) -> int:
         prefetch=args.prefetch, policies=args.policies,
         echoes=None if args.echo is None else _int_items(args.echo, "echo"), max_echo=args.max_echo,
         target=args.target, seeds=args.seeds, accelerator_price=args.accelerator_price,
-        worker_price=args.worker_price, seed=args.seed, processes=args.processes, results=args.results)
+        worker_price=args.worker_price, seed=args.seed, processes=args.processes, results=args.store)
     print(result.to_json() if args.json else result.table())
     if args.plot:
         result.plot(args.plot)
@@ -549,7 +549,8 @@ def _add_plan_parser(sub) -> None:
     pn.add_argument("--worker-price", type=_nonneg_float, help="price per hour of one loader worker")
     pn.add_argument("--seed", type=_nonneg_int, default=0, help="base seed (default 0)")
     pn.add_argument("--processes", type=_positive_int, default=2, help="simulation processes (default 2)")
-    pn.add_argument("--results", help="keep form (a)'s runs here and reuse them next time (default: not kept)")
+    pn.add_argument("--store", help="run store for form (a)'s runs, reused next time (default $ECHOSIM_STORE, "
+                    "else echosim-results/store)")
     pn.add_argument("--json", action="store_true", help="print JSON instead of the table")
     pn.add_argument("--plot", metavar="FILE", help="draw wall-clock to target against K (.png, .pdf, .svg)")
     pn.set_defaults(func=_cmd_plan)

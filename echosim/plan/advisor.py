@@ -253,7 +253,8 @@ def plan(loader, step_time, *, batch_size, problem=None, steps_to_target=None, m
         and makes the recommendation the cheapest run instead of the fastest.
     seed : base seed.
     processes : worker processes for form (a)'s simulations.
-    results : directory to keep (and resume) form (a)'s runs; default a temporary one.
+    results : the run store for form (a)'s runs (default ``$ECHOSIM_STORE``, else
+        ``echosim-results/store``): runs it holds, from any sweep or plan, are reused.
     """
     # ---- validate everything first: nothing runs, nothing is written on bad input
     load = as_loader(loader)

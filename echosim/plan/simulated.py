@@ -59,16 +59,15 @@ def lr_grid_for(problem_obj, decades: float = 3.5, per_decade: int = 4) -> dict:
     return {"start": stop / 10 ** decades, "stop": stop, "per_decade": per_decade}
 
 
-def run_config(data: dict, workers: int, out=None):
-    """Parse and run a sweep config dict in `out` (a temporary directory if None)."""
+def run_config(data: dict, workers: int, store_dir=None):
+    """Parse and run a sweep config dict; its tables go to a temporary directory, its
+    runs to the run store (`store_dir`, default the shared one: finished runs are reused)."""
     from echosim.experiments.config import parse_config
     from echosim.experiments.sweep import run_sweep
 
     conf = parse_config(data, source="<plan>")
-    if out is not None:
-        return conf, run_sweep(conf, out=out, workers=workers, progress=False)
     with tempfile.TemporaryDirectory(prefix="echosim-plan-") as d:
-        return conf, run_sweep(conf, out=d, workers=workers, progress=False)
+        return conf, run_sweep(conf, out=d, workers=workers, progress=False, store_dir=store_dir)
 
 
 _MAX_BUDGET = 64_000
@@ -102,7 +101,7 @@ def tuned_batches(problem, batch_sizes, echoes, *, repetitions: int = 2, rtol: f
     problem_obj = build_problem(probe.runs[0].problem)
     lr = lr_grid_for(problem_obj, lr_decades, per_decade)
     settings = {"name": "plan-response", "seed": seed, "repetitions": repetitions, "rtol": rtol,
-                "window": window, "iterate": "last", "tune_by": "batches"}
+                "window": window, "iterate": "last", "tune_by": "batches", "rule": "first"}
     budgets = {int(B): _initial_budget(int(B)) for B in batch_sizes}
     T1: dict = {}
     todo = sorted(budgets)
@@ -181,21 +180,18 @@ def run_candidates(cands, pconf, ctx, target, processes, results):
     baseline (doubled until it reaches the target), then 1.5× that is given to every
     candidate. Fills each candidate dict in place; returns (source text, notes).
     """
-    import os
-
     problem_obj = _probe(pconf)
     lr = lr_grid_for(problem_obj)
     window = 5
     notes = []
     settings = {"name": "plan", "seed": ctx["seed"], "repetitions": ctx["seeds"], "rtol": float(target),
-                "window": window, "iterate": "last", "tune_by": "time"}
+                "window": window, "iterate": "last", "tune_by": "time", "rule": "first"}
     groups = sorted({(c["batch_size"], c["workers"]) for c in cands})
     step_mean = ctx["step"].mean
     for B, W in groups:
         mine = [c for c in cands if (c["batch_size"], c["workers"]) == (B, W)]
         pipe = {"arrival": _service_table(ctx["load"].at(B)), "step_time": _service_table(ctx["step"]),
                 "workers": W, "prefetch": ctx["prefetch"]}
-        out = None if results is None else os.path.join(str(results), f"B{B}-W{W}")
 
         def sweep(cs, n_batches):
             pol = [c["policy"] for c in cs]
@@ -210,7 +206,7 @@ def run_candidates(cands, pconf, ctx, target, processes, results):
                                                                      c["policy"] == "fixed" else 1] for c in cs]}
             else:
                 p["policy"] = list(dict.fromkeys(pol))
-            return run_config(data, processes, out)[1]
+            return run_config(data, processes, results)[1]
 
         budget = _initial_budget(B)
         base = [c for c in mine if c["policy"] == "sync"]

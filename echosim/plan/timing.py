@@ -216,14 +216,14 @@ class LoaderModel:
 def fit_loader(profiles: Mapping) -> LoaderModel:
     """Fit time per batch = a + b·B from loader profiles at two or more batch sizes.
 
+    Least squares on every measured time (so a batch size measured more often weighs
+    more), with standard errors of a and b from the residuals (NaN with exactly two
+    single-time profiles).
+
     Parameters
     ----------
     profiles : mapping B -> a `Trace`, an array of times (seconds) or a service-time spec
         Measured per-batch times (one worker) at each batch size.
-
-    Least squares on every measured time (so a batch size measured more often weighs
-    more), with standard errors of a and b from the residuals (NaN with exactly two
-    single-time profiles).
     """
     if not isinstance(profiles, Mapping) or len(profiles) < 2:
         n = len(profiles) if isinstance(profiles, Mapping) else 0
