@@ -520,7 +520,7 @@ times take units (ns, us, ms, s, min, h; a bare number is seconds); trace files 
 def _add_plan_parser(sub) -> None:
     pn = sub.add_parser("plan", help="should I echo, with which K, and what will it save me?",
                         description="Candidates (sync, fixed K, greedy; batch sizes; loader workers) with their "
-                        "fresh batches, steps and wall-clock to target (10-90%% band), utilisation, speedup and "
+                        "fresh batches, steps and wall-clock to target (10-90% band), utilisation, speedup and "
                         "the theory's ceiling, then one recommendation. The problem's response to echoing is "
                         "simulated on an echosim problem (--problem) or predicted from steps to target measured "
                         "without echoing at two or more batch sizes (--steps-to-target).",
