@@ -535,8 +535,8 @@ def _add_plan_parser(sub) -> None:
     pn.add_argument("--problem", help="form (a): logistic (default), least_squares or dataset:NAME, simulated")
     pn.add_argument("--steps-to-target", action="append", metavar="B=STEPS",
                     help="form (b): steps to target without echoing at batch size B (repeatable; two or more B)")
-    pn.add_argument("--model", choices=("mccandlish", "bound"),
-                    help="form (b)'s T(K) model (default mccandlish, see docs/background/plan-model.md)")
+    pn.add_argument("--model", choices=("bound", "mccandlish"),
+                    help="form (b)'s T(K) model (default bound, see docs/background/plan-model.md)")
     pn.add_argument("--workers", default="1", help="loader workers, or several to compare: 1,2,4 (default 1)")
     pn.add_argument("--prefetch", type=_positive_int, default=2, help="prefetch buffer capacity (default 2)")
     pn.add_argument("--policies", default="sync,fixed,greedy", help="candidates (default sync,fixed,greedy)")

@@ -232,9 +232,9 @@ def plan(loader, step_time, *, batch_size, problem=None, steps_to_target=None, m
         ``[problem]`` table. T(K) is simulated with tuned learning rates.
     steps_to_target : mapping B -> steps, optional
         Form (b): optimizer steps to the target without echoing, at two or more B.
-    model : "mccandlish" (default) or "bound"
-        Form (b): the T(K, B) model (see `echosim.plan.response`; the default is the one
-        that predicted simulation better in benchmarks/bench_plan_model.py).
+    model : "bound" (default) or "mccandlish"
+        Form (b): the T(K, B) model (see `echosim.plan.response`; their measured accuracy is
+        in docs/background/plan-model.md).
     workers : int or list of int
         Loader workers W; several values compare echoing with adding workers.
     prefetch : int
@@ -325,9 +325,8 @@ def plan(loader, step_time, *, batch_size, problem=None, steps_to_target=None, m
                   f"echoing; wall-clock from {seeds} simulated loader runs per candidate")
         from echosim.plan.response import ACCURACY
 
-        notes.append("the T(K) model extrapolates from runs without echoing; " + ACCURACY + "; misses of 50% "
-                     "and more occur near the regime boundary and at large K, mostly optimistic (too few fresh "
-                     "batches): simulate an echosim problem (problem=) or run the recommended setting for real "
+        notes.append("the T(K) model extrapolates from runs without echoing; " + ACCURACY + "; one prediction "
+                     "in ten misses by half or more, in either direction, more often at large K: simulate an echosim problem (problem=) or run the recommended setting for real "
                      "to confirm")
     else:
         source, more = _evaluate_simulated(cands, pconf, ctx, target, processes, results)

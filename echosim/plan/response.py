@@ -5,14 +5,13 @@ batch sizes).
 Two models, both with two parameters fitted from K = 1 runs (derivations in
 ``docs/background/plan-model.md``):
 
-``"bound"``
+``"bound"`` (default)
     Theorem 7 of Agarwal et al., E F(w_T) − F* ≤ βD²/(2KT) + 2ρD/√(BT), read at the
     target ε and divided by ε:  1 = S/(K·T) + √(E/(B·T)), with S = βD²/(2ε) optimisation
     steps and E = (2ρD/ε)² samples. The worst-case constants are replaced by fitted
     S and E. Solving the quadratic in 1/√T:
     T(K, B) = ((√(E/B) + √(E/B + 4S/K)) / 2)².
-``"mccandlish"`` (default: it predicted the simulation slightly better, see
-``docs/background/plan-model.md``)
+``"mccandlish"``
     McCandlish et al. (2018): (S/S_min − 1)(E/E_min − 1) = 1, i.e. at K = 1
     T(B) = S_min + E_min/B steps. Echoing divides the optimisation part and leaves the
     noise part: T(K, B) = S_min/K + E_min/B.
@@ -43,13 +42,15 @@ import numpy as np
 __all__ = ["MODELS", "DEFAULT_MODEL", "Response", "fit_response", "predict_batches"]
 
 MODELS = ("bound", "mccandlish")
-DEFAULT_MODEL = "mccandlish"
-"""The model `echosim.plan.plan` uses unless told otherwise: the one that predicted the
-simulation better (benchmarks/bench_plan_model.py; numbers in docs/background/plan-model.md)."""
+DEFAULT_MODEL = "bound"
+"""The model `echosim.plan.plan` uses unless told otherwise. The two models are within a few
+points of each other (benchmarks/bench_plan_model.py; docs/background/plan-model.md); the bound
+model has the smaller 90th-percentile error of T(K) when fitted on two batch sizes."""
 
 ACCURACY = ("measured against simulation on least squares, logistic and breast-cancer logistic regression, "
-            "B 4..16384, K 2..64: relative error of T(K) median 15-24%, 90th percentile 51-59%; of the "
-            "speedup median 20-23%, 90th percentile 60-120% (benchmarks/bench_plan_model.py)")
+            "B 4..16384, K 2..64, fitted on B = 64 and 1024: relative error of T(K) median 22%, 90th "
+            "percentile 52%; of the speedup median 21%, 90th percentile 69% (bound model; "
+            "benchmarks/bench_plan_model.py)")
 """The measured accuracy, quoted in the planner's output."""
 
 
@@ -150,7 +151,7 @@ def fit_response(steps_to_target, model: str = DEFAULT_MODEL, *, n_draws: int = 
     steps_to_target : mapping B -> steps (or a list of repeated measurements)
         Optimizer steps (= fresh batches, K = 1) to reach the target, at two or more
         batch sizes B.
-    model : "mccandlish" (default) or "bound"; see the module docstring.
+    model : "bound" (default) or "mccandlish"; see the module docstring.
     n_draws : bootstrap draws for the uncertainty.
     rel_error : assumed relative measurement error, used only when nothing else
         measures it (no repeats and exactly two batch sizes).

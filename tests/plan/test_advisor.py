@@ -19,7 +19,7 @@ def by(p, policy, echo=None):
 
 def test_form_b_wall_clock_matches_the_closed_form_of_a_deterministic_pipeline():
     # loader 80 ms, step 10 ms: R = 8. Steady state: a batch every max(80 ms, K·10 ms) (Choi et al.)
-    p = plan("80ms", "10ms", batch_size=256, steps_to_target=STEPS, echoes=[2, 8, 16], seeds=2, model="bound")
+    p = plan("80ms", "10ms", batch_size=256, steps_to_target=STEPS, echoes=[2, 8, 16], seeds=2)
     for c in p.candidates:
         K = c["echo"]
         T = math.ceil(float(predict_batches("bound", S, E, K, 256)))
@@ -36,7 +36,7 @@ def test_form_b_wall_clock_matches_the_closed_form_of_a_deterministic_pipeline()
 
 def test_form_b_recommends_no_echo_when_the_loader_keeps_up():
     p = plan("5ms", "10ms", batch_size=256, steps_to_target=STEPS, seeds=2)
-    assert "mccandlish model" in p.source and "90th percentile" in " ".join(p.notes)  # the default, and its accuracy
+    assert "bound model" in p.source and "90th percentile" in " ".join(p.notes)  # the default, and its accuracy
     assert p.recommended["policy"] == "sync"
     assert "do not echo" in p.reason and "keeps up" in p.reason
 
