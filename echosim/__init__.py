@@ -41,6 +41,8 @@ _EXPORTS = {
     "run_sweep": "echosim.experiments.sweep",
     "median_band": "echosim.plots.views",
     "overlay": "echosim.plots.views",
+    "plan": "echosim.plan.advisor",
+    "echoing": "echosim.plan.echoing",
 }
 _MODULES = {"datasets": "echosim.training.datasets"}  # public submodule shortcuts
 

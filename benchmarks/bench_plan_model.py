@@ -1,0 +1,137 @@
+"""Accuracy of the planner's T(K) models against simulation (run on demand, not in CI).
+
+    python benchmarks/bench_plan_model.py                    # simulate, then score (12 min on a busy 2-core machine)
+    python benchmarks/bench_plan_model.py --quick            # 3 B x 4 K per problem
+    python benchmarks/bench_plan_model.py --table t.csv      # keep the simulated table
+    python benchmarks/bench_plan_model.py --from-table t.csv # score a kept table again
+
+For each problem (least squares and logistic on synthetic data with condition number
+100, L2-regularised logistic regression on the breast-cancer data), each batch size B in 4 … 16384 and echo factor K in 1 … 64, the
+fresh batches to target T(K, B) are simulated with the learning rate tuned per (B, K)
+(`echosim.plan.simulated.tuned_batches`: median over seeds, target: trailing mean of
+the last `window` losses <= (1 + rtol) F*). Each model of `echosim.plan.response` is
+fitted to the K = 1 column only, as a user without echoing would measure it, either
+from every B ("all B") or from two batch sizes ("2 B": B = 64 and 1024), and predicts
+every (K > 1, B). Reported: median and 90th-percentile relative error of T(K, B) and of
+the wall-clock speedup T(1, B)/T(K, B) (the time per fresh batch is the same for the
+prediction and the simulation, so it cancels in the relative error).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+import time
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
+
+PROBLEMS = {
+    "least_squares": "least_squares",
+    "logistic": "logistic",
+    # real data: standardized features, an L2 weight that keeps the minimiser finite
+    "breast_cancer": {"kind": "dataset", "name": "breast_cancer", "l2": 0.01},
+}
+BATCH_SIZES = (4, 16, 64, 256, 1024, 4096, 16384)
+ECHOES = (1, 2, 4, 8, 16, 32, 64)
+PAIR = (64, 1024)
+
+
+def simulate(args):
+    import pandas as pd
+
+    from echosim.plan.simulated import tuned_batches
+
+    frames = []
+    for name in args.problems:
+        t = time.perf_counter()
+        df = tuned_batches(PROBLEMS[name], args.batch_sizes, args.echoes, repetitions=args.seeds, rtol=args.rtol,
+                           window=args.window, workers=args.workers, lr_decades=4.0, per_decade=3,
+                           max_budget=args.max_budget)
+        df["problem"] = name
+        print(f"simulated {name}: {len(df)} settings in {time.perf_counter() - t:.0f} s", file=sys.stderr, flush=True)
+        frames.append(df)
+        if args.table:  # keep what is done so far
+            pd.concat(frames, ignore_index=True).to_csv(args.table, index=False)
+    return pd.concat(frames, ignore_index=True)
+
+
+def score(df, models, fit_sizes=None):
+    from echosim.plan.response import fit_response
+
+    out = {}
+    for model in models:
+        errT, errS = [], []
+        for p, g in df.groupby("problem", sort=False):
+            base = g[(g.K == 1) & np.isfinite(g["T"])]
+            if fit_sizes is not None:
+                base = base[base.B.isin(fit_sizes)]
+            if base.B.nunique() < 2:
+                continue
+            fit = fit_response({int(b): float(t) for b, t in zip(base.B, base["T"])}, model=model)
+            for B, gb in g.groupby("B"):
+                t1 = gb[gb.K == 1]["T"].iloc[0]
+                for _, r in gb[gb.K > 1].iterrows():
+                    if not (math.isfinite(r["T"]) and math.isfinite(t1)):
+                        continue
+                    pred = fit.predict(r.K, B)
+                    errT.append(abs(pred - r["T"]) / r["T"])
+                    s_sim = t1 / r["T"]
+                    s_pred = fit.predict(1, B) / pred
+                    errS.append(abs(s_pred - s_sim) / s_sim)
+        out[model] = (np.array(errT), np.array(errS))
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--problems", nargs="+", default=list(PROBLEMS), choices=list(PROBLEMS))
+    ap.add_argument("--max-budget", type=int, default=16000, help="fresh batches at most for K = 1")
+    ap.add_argument("--batch-sizes", nargs="+", type=int, default=list(BATCH_SIZES))
+    ap.add_argument("--echoes", nargs="+", type=int, default=list(ECHOES))
+    ap.add_argument("--seeds", type=int, default=2)
+    ap.add_argument("--rtol", type=float, default=0.002)
+    ap.add_argument("--window", type=int, default=3)
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--quick", action="store_true",
+                    help="B in 16, 256, 4096 and K in 1, 4, 16, 64 only (about a fifth of the work)")
+    ap.add_argument("--table", help="write the simulated table to this CSV")
+    ap.add_argument("--from-table", help="score this CSV instead of simulating")
+    args = ap.parse_args(argv)
+    if args.quick:
+        args.batch_sizes, args.echoes = [16, 256, 4096], [1, 4, 16, 64]
+    import pandas as pd
+
+    from echosim.plan.response import MODELS
+
+    t0 = time.perf_counter()
+    if args.from_table:
+        df = pd.read_csv(args.from_table)
+    else:
+        df = simulate(args)
+    print(f"# T(K) model accuracy ({len(df)} simulated settings, {time.perf_counter() - t0:.0f} s)\n")
+    print(f"problems: {', '.join(df.problem.unique())}; B: {sorted(int(b) for b in df.B.unique())}; K: {sorted(int(k) for k in df.K.unique())}; "
+          f"target rtol={args.rtol:g}, window={args.window}; lr tuned per (B, K); {args.seeds} seeds\n")
+    print("| model | fitted on (K = 1) | n | T(K,B) median err | T(K,B) 90th pct | speedup median err | speedup 90th pct |")
+    print("|---|---|---|---|---|---|---|")
+    sizes_run = sorted(int(b) for b in df.B.unique())
+    pair = PAIR if all(b in sizes_run for b in PAIR) else tuple(sizes_run[:2])
+    for label, sizes in (("all B", None), (f"2 B ({pair[0]}, {pair[1]})", pair)):
+        for model, (eT, eS) in score(df, MODELS, sizes).items():
+            print(f"| {model} | {label} | {eT.size} | {np.median(eT):.0%} | {np.quantile(eT, 0.9):.0%} | "
+                  f"{np.median(eS):.0%} | {np.quantile(eS, 0.9):.0%} |")
+    edge = df[df.lr_edge.fillna("") != ""]
+    print(f"\n{len(edge)} of {len(df)} settings have their tuned lr at the edge of the grid; "
+          f"{int((~np.isfinite(df['T'])).sum())} never reached the target within the budget.")
+    print("\nsimulated T(K, B) (fresh batches to target):\n")
+    piv = df.pivot_table(index=["problem", "B"], columns="K", values="T", aggfunc="first")
+    print(piv.to_string())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

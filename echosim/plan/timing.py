@@ -1,0 +1,285 @@
+"""The planner's timing inputs: durations with units, service-time specs as text
+(``gamma(mean=80ms, cv=0.5)``), measured traces, and a loader whose time per batch is
+affine in the batch size (a + b·B, fitted from profiles at two or more batch sizes).
+
+Every time is in seconds inside the planner; text input may carry a unit (``ns``,
+``us``, ``ms``, ``s``, ``min``, ``h``), and a bare number means seconds.
+
+Examples
+--------
+>>> parse_duration("80ms", "loader")
+0.08
+>>> parse_service_time("gamma(mean=80ms, cv=0.5)", "loader")
+Gamma(mean=0.08, cv=0.5)
+>>> parse_service_time("10ms", "step_time")
+Deterministic(value=0.01)
+>>> m = fit_loader({64: [0.03, 0.03], 256: [0.09, 0.09]})
+>>> round(m.intercept, 4), round(m.per_example, 7)
+(0.01, 0.0003125)
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from echosim.pipeline.service_times import FAMILIES, ServiceTime, as_service_time
+from echosim.pipeline.traces import Trace
+
+__all__ = ["UNITS", "parse_duration", "parse_service_time", "LoaderModel", "fit_loader", "as_loader",
+           "format_duration"]
+
+UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "sec": 1.0, "min": 60.0, "h": 3600.0}
+"""Time units accepted in text input, in seconds."""
+
+_NUMBER = r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?"
+_DURATION = re.compile(rf"^\s*({_NUMBER})\s*([a-zA-Zµ]*)\s*$")
+_CALL = re.compile(r"^\s*([a-zA-Z_]+)\s*\((.*)\)\s*$", re.S)
+
+# parameters of each family that are times (take units); the others are dimensionless
+_TIME_PARAMS = {"deterministic": ("value",), "exponential": ("mean",), "gamma": ("mean",),
+                "lognormal": ("mean",), "pareto": ("mean",), "stall": ("base", "length")}
+_POSITIONAL = {"deterministic": ("value",), "exponential": ("mean",), "gamma": ("mean", "cv"),
+               "lognormal": ("mean", "cv"), "pareto": ("mean", "shape"), "stall": ("base", "p", "length")}
+
+
+def parse_duration(text, name: str) -> float:
+    """A duration in seconds from ``"80ms"``, ``"0.08 s"``, ``"1.5e-3"`` or a number.
+
+    Raises ValueError naming `name` if the text is not a finite positive time with a
+    known unit.
+    """
+    if isinstance(text, numbers.Real) and not isinstance(text, bool):
+        value = float(text)
+        unit = "s"
+    else:
+        m = _DURATION.match(str(text))
+        if not m:
+            raise ValueError(f"{name}: cannot read {text!r} as a time; expected a number with an optional unit "
+                             f"({', '.join(u for u in UNITS if u != 'µs')}), e.g. '80ms'")
+        value, unit = float(m.group(1)), (m.group(2) or "s")
+        if unit not in UNITS:
+            raise ValueError(f"{name}: unknown time unit {unit!r} in {text!r}; allowed: "
+                             f"{', '.join(u for u in UNITS if u != 'µs')}")
+    seconds = value * UNITS[unit]
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise ValueError(f"{name}: a time must be finite and > 0, got {text!r}")
+    return seconds
+
+
+def _split_args(body: str) -> list[str]:
+    parts, depth, cur = [], 0, []
+    for ch in body:
+        if ch == "," and depth == 0:
+            parts.append("".join(cur))
+            cur = []
+            continue
+        depth += ch == "("
+        depth -= ch == ")"
+        cur.append(ch)
+    if "".join(cur).strip():
+        parts.append("".join(cur))
+    return [p.strip() for p in parts]
+
+
+def _read_trace(args: dict, name: str) -> Trace:
+    path = args.pop("path", None)
+    unit = args.pop("unit", "s")
+    mode = args.pop("mode", "resample")
+    if args:
+        raise ValueError(f"{name}: trace(...) takes path, unit and mode; got {', '.join(args)}")
+    if path is None:
+        raise ValueError(f"{name}: trace(...) needs a path, e.g. trace(times.csv, unit=ms)")
+    if unit not in UNITS:
+        raise ValueError(f"{name}: unknown time unit {unit!r} for the trace; allowed: "
+                         f"{', '.join(u for u in UNITS if u != 'µs')}")
+    try:
+        return Trace.from_file(path, mode=mode, scale=UNITS[unit])
+    except ValueError as exc:
+        raise ValueError(f"{name}: {exc}") from None
+
+
+def parse_service_time(spec, name: str) -> ServiceTime:
+    """A service time (seconds) from text, a number, a dict, a ServiceTime or a Trace.
+
+    Text forms: a duration (``"10ms"``: every batch takes it), a family call with
+    keyword or positional arguments (``"gamma(mean=80ms, cv=0.5)"``,
+    ``"exponential(80ms)"``, ``"stall(base=50ms, p=0.05, length=1s)"``), a trace
+    (``"trace(loader.csv, unit=ms)"``, ``mode=resample`` by default) or the path of a
+    ``.csv``/``.npy`` file of times in seconds. Bad input raises ValueError naming `name`.
+    """
+    if isinstance(spec, ServiceTime):
+        return spec
+    if isinstance(spec, Mapping) or (isinstance(spec, numbers.Real) and not isinstance(spec, bool)):
+        try:
+            return as_service_time(spec)
+        except ValueError as exc:
+            raise ValueError(f"{name}: {exc}") from None
+    if not isinstance(spec, str):
+        raise ValueError(f"{name}: expected a time, a distribution like 'gamma(mean=80ms, cv=0.5)' or a "
+                         f"trace file, got {type(spec).__name__}")
+    text = spec.strip()
+    if _DURATION.match(text):
+        return as_service_time(parse_duration(text, name))
+    if text.lower().endswith((".csv", ".npy")) and "(" not in text:
+        return _read_trace({"path": text}, name)
+    m = _CALL.match(text)
+    if not m:
+        raise ValueError(f"{name}: cannot read {spec!r}; expected a time ('10ms'), a distribution "
+                         f"({', '.join(_TIME_PARAMS)}, e.g. 'gamma(mean=80ms, cv=0.5)') or a trace "
+                         "('trace(file.csv, unit=ms)')")
+    family, body = m.group(1).lower(), m.group(2)
+    if family != "trace" and family not in _TIME_PARAMS:
+        raise ValueError(f"{name}: unknown distribution {family!r}; allowed: {', '.join(_TIME_PARAMS)}, trace")
+    raw: dict = {}
+    pos = 0
+    for arg in _split_args(body):
+        key, eq, value = arg.partition("=")
+        if eq:
+            raw[key.strip()] = value.strip()
+        else:
+            order = ("path",) if family == "trace" else _POSITIONAL.get(family, ())
+            if pos >= len(order):
+                raise ValueError(f"{name}: too many positional arguments in {spec!r}")
+            raw[order[pos]] = arg
+            pos += 1
+    if family == "trace":
+        return _read_trace(raw, name)
+    if family not in _TIME_PARAMS:
+        raise ValueError(f"{name}: unknown distribution {family!r}; allowed: {', '.join(_TIME_PARAMS)}, trace")
+    args: dict = {}
+    for key, value in raw.items():
+        if key in _TIME_PARAMS[family]:
+            args[key] = parse_duration(value, f"{name} ({family}.{key})")
+        else:
+            try:
+                args[key] = float(value)
+            except ValueError:
+                raise ValueError(f"{name}: {family}.{key} must be a number, got {value!r}") from None
+    try:
+        return FAMILIES[family](**args)
+    except TypeError:
+        required, optional = FAMILIES[family].keys
+        raise ValueError(f"{name}: {family}(...) takes {', '.join(required + optional)}; got "
+                         f"{', '.join(raw) or 'nothing'}") from None
+    except ValueError as exc:
+        raise ValueError(f"{name}: {exc}") from None
+
+
+@dataclass(frozen=True)
+class LoaderModel:
+    """A loader whose time per batch depends on the batch size B.
+
+    Time per batch per worker at B: ``intercept + per_example·B`` on average (a fixed
+    cost plus a per-example cost), with the shape (variability) of the measured
+    trace whose batch size is nearest to B, rescaled to that mean. A plain service
+    time has ``per_example = 0`` and is used at every B.
+    """
+
+    intercept: float
+    per_example: float
+    shapes: tuple  # ((B, ServiceTime), ...) measured at each batch size, sorted by B
+    intercept_se: float = math.nan
+    per_example_se: float = math.nan
+
+    def mean_at(self, batch_size: int) -> float:
+        return self.intercept + self.per_example * batch_size
+
+    def at(self, batch_size: int) -> ServiceTime:
+        """The service time of one batch of `batch_size` examples (seconds)."""
+        if len(self.shapes) == 1 and self.per_example == 0.0:
+            return self.shapes[0][1]
+        sizes = np.array([b for b, _ in self.shapes], dtype=float)
+        b0, dist = self.shapes[int(np.argmin(np.abs(np.log(sizes) - math.log(batch_size))))]
+        mean = self.mean_at(batch_size)
+        if not mean > 0:
+            raise ValueError(f"batch_size: the fitted loader time {self.intercept:.3g} s + "
+                             f"{self.per_example:.3g} s × B is not positive at B = {batch_size}")
+        return dist if abs(mean - dist.mean) <= 1e-12 * dist.mean else dist.scaled(mean / dist.mean)
+
+    def describe(self) -> str:
+        if len(self.shapes) == 1 and self.per_example == 0.0:
+            return repr(self.shapes[0][1])
+        se = ""
+        if math.isfinite(self.intercept_se):
+            se = f" (standard errors {format_duration(self.intercept_se)}, {format_duration(self.per_example_se)})"
+        return (f"{format_duration(self.intercept)} + {format_duration(self.per_example)} × B per batch, "
+                f"fitted at B = {', '.join(str(b) for b, _ in self.shapes)}{se}")
+
+
+def fit_loader(profiles: Mapping) -> LoaderModel:
+    """Fit time per batch = a + b·B from loader profiles at two or more batch sizes.
+
+    Least squares on every measured time (so a batch size measured more often weighs
+    more), with standard errors of a and b from the residuals (NaN with exactly two
+    single-time profiles).
+
+    Parameters
+    ----------
+    profiles : mapping B -> a `Trace`, an array of times (seconds) or a service-time spec
+        Measured per-batch times (one worker) at each batch size.
+    """
+    if not isinstance(profiles, Mapping) or len(profiles) < 2:
+        n = len(profiles) if isinstance(profiles, Mapping) else 0
+        raise ValueError(f"loader: fitting time per batch = a + b·B needs profiles at two or more batch sizes, "
+                         f"got {n}")
+    shapes, xs, ys = [], [], []
+    for B, prof in profiles.items():
+        if isinstance(B, bool) or not isinstance(B, numbers.Integral) or B < 1:
+            raise ValueError(f"loader: profile batch sizes must be integers >= 1, got {B!r}")
+        if isinstance(prof, (list, tuple, np.ndarray)):
+            try:
+                prof = Trace(np.asarray(prof, dtype=float), "resample")
+            except ValueError as exc:
+                raise ValueError(f"loader (profile at B={B}): {exc}") from None
+        dist = parse_service_time(prof, f"loader (profile at B={B})")
+        shapes.append((int(B), dist))
+        times = dist.times if isinstance(dist, Trace) else np.array([dist.mean])
+        xs.append(np.full(times.size, float(B)))
+        ys.append(times)
+    x, y = np.concatenate(xs), np.concatenate(ys)
+    A = np.column_stack([np.ones_like(x), x])
+    coef, *_ = np.linalg.lstsq(A, y, rcond=None)
+    a, b = float(coef[0]), float(coef[1])
+    dof = x.size - 2
+    a_se = b_se = math.nan
+    if dof > 0:
+        s2 = float(np.sum((y - A @ coef) ** 2)) / dof
+        cov = s2 * np.linalg.inv(A.T @ A)
+        a_se, b_se = math.sqrt(max(cov[0, 0], 0.0)), math.sqrt(max(cov[1, 1], 0.0))
+    return LoaderModel(a, b, tuple(sorted(shapes, key=lambda t: t[0])), a_se, b_se)
+
+
+def as_loader(loader) -> LoaderModel:
+    """A `LoaderModel` from a spec (text, number, ServiceTime, Trace), a mapping of
+    profiles per batch size (fitted with `fit_loader`), or a LoaderModel."""
+    if isinstance(loader, LoaderModel):
+        return loader
+    if isinstance(loader, Mapping) and "kind" not in loader:
+        return fit_loader(loader)
+    dist = parse_service_time(loader, "loader")
+    return LoaderModel(float(dist.mean), 0.0, ((0, dist),))
+
+
+def format_duration(seconds: float) -> str:
+    """A duration in the unit that reads best: ``'80 ms'``, ``'1.74 s'``, ``'3.2 min'``."""
+    if seconds is None or not math.isfinite(seconds):
+        return "never" if seconds == math.inf else "-"
+    a = abs(seconds)
+    for unit, scale in (("h", 3600.0), ("min", 60.0), ("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
+        if a >= scale or unit == "us":
+            return f"{seconds / scale:.3g} {unit}"
+    return f"{seconds:.3g} s"  # pragma: no cover
+
+
+def load_trace_file(path, name: str, unit: str = "s") -> Trace:
+    """A measured trace from a ``.csv``/``.npy`` file (times in `unit`); ValueError names `name`."""
+    if not Path(path).is_file():
+        raise ValueError(f"{name}: file {str(path)!r} does not exist")
+    return _read_trace({"path": str(path), "unit": unit}, name)

@@ -1,0 +1,52 @@
+"""python -m echosim plan: the table, JSON, and one-line errors with exit 2 that write nothing."""
+
+import json
+
+import pytest
+
+from echosim.cli import main
+
+STEPS = ["--steps-to-target", "64=1100", "--steps-to-target", "1024=160"]
+
+
+def test_table_and_recommendation(capsys):
+    assert main(["plan", "--loader", "gamma(mean=80ms, cv=0.5)", "--step-time", "10ms", "--batch-size", "256",
+                 *STEPS, "--seeds", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "wall-clock to target (10-90%)" in out and "recommended:" in out and "theory ceiling" in out
+
+
+def test_json_and_plot(capsys, tmp_path):
+    fig = tmp_path / "k.png"
+    assert main(["plan", "--loader", "80ms", "--step-time", "10ms", "--batch-size", "256,1024", "--echo", "2-8",
+                 *STEPS, "--seeds", "2", "--json", "--plot", str(fig)]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["recommended"]["policy"] in ("sync", "fixed", "greedy")
+    assert {c["echo"] for c in d["candidates"] if c["policy"] == "fixed"} == {2, 4, 8}
+    assert fig.stat().st_size > 0
+
+
+@pytest.mark.parametrize("args, word", [
+    (["--loader", "gamma(mean=80qs, cv=0.5)"], "loader"),
+    (["--loader", "80ms", "--step-time", "ten"], "step_time"),
+    (["--loader", "80ms", "--steps-to-target", "64=100"], "--steps-to-target"),
+    (["--loader", "80ms", "--steps-to-target", "64=100", "--steps-to-target", "128=-5"], "steps_to_target"),
+    (["--loader-profile", "64=80ms"], "loader"),
+    (["--loader", "trace(NEG)"], "loader"),
+    (["--loader", "80ms", "--echo", "two"], "--echo"),
+])
+def test_bad_input_is_one_line_exit_2_and_nothing_written(args, word, capsys, tmp_path):
+    neg = tmp_path / "neg.csv"
+    neg.write_text("time\n0.1\n-0.2\n")
+    args = [a.replace("NEG", str(neg)) for a in args]
+    if "--step-time" not in args:
+        args += ["--step-time", "10ms"]
+    fig = tmp_path / "out.png"
+    code = main(["plan", *args, "--batch-size", "256", *(STEPS if "--steps-to-target" not in args else []),
+                 "--plot", str(fig)])
+    err = capsys.readouterr()
+    assert code == 2
+    assert err.out == ""
+    lines = err.err.strip().splitlines()
+    assert len(lines) == 1 and word in lines[0]
+    assert not fig.exists()
