@@ -122,7 +122,8 @@ def draw_convergence_vs_echo(data: dict):
             if edge:
                 ax2.annotate("^" if edge == "high" else "_", (k, lr), fontsize=9, color="tab:orange",
                              xytext=(0, 4), textcoords="offset points", ha="center")
-        ax2.set_ylim(0.008, 12)
+        lr_ok = p["lr"][np.isfinite(p["lr"])]
+        ax2.set_ylim(min(0.008, lr_ok.min() / 1.5) if lr_ok.size else 0.008, 12)
         ax2.tick_params(axis="y", colors="tab:orange", labelsize=7)
         if ax is axes[-1]:
             ax2.set_ylabel("tuned learning rate", color="tab:orange")
