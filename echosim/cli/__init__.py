@@ -1,0 +1,219 @@
+"""Command line: python -m echosim <subcommand>.
+
+Subcommands: ``sweep`` (a grid of runs, resumable, local processes or Dask), ``run``
+(one configuration), ``plot`` (figures from a results directory), ``bounds`` (evaluate
+a theory function), ``info`` (versions, Numba, cores, kernel cache), ``plan`` (should I echo?). Bad input anywhere
+prints one line on stderr and exits with status 2, without a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from echosim.cli.args import (
+    EXIT_BAD_INPUT,
+    _Formatter,
+    _nonneg_float,
+    _nonneg_int,
+    _Parser,
+    _positive_float,
+    _positive_int,
+)
+from echosim.cli.bounds import _cmd_bounds, _cmd_info
+from echosim.cli.plan import _add_plan_parser
+from echosim.cli.runs import _FIGURES_EXAMPLES, _cmd_figures, _cmd_plot, _cmd_run, _cmd_sweep
+
+__all__ = ["main", "build_parser"]
+
+
+# --------------------------------------------------------------------------- parser
+
+
+_MAIN_EXAMPLES = """\
+examples:
+  python -m echosim sweep --dry-run        # the default Figure-2-style sweep: runs, estimated time
+  python -m echosim sweep                  # run it; re-run to resume
+  python -m echosim run --echo 4 --lr 0.5  # one run, its summary
+  python -m echosim plot echosim-results/figure2-<hash>
+  python -m echosim figures --quick --out /tmp/figures
+  python -m echosim bounds echoed_gd_bound --beta 0.25 --rho 1 --D 2 --B 64 --T 500 --K 4
+  python -m echosim info
+Each subcommand has --help with examples."""
+
+_SWEEP_EXAMPLES = """\
+examples:
+  python -m echosim sweep                         # the default Figure-2-style sweep
+  python -m echosim sweep examples/sweep.toml --workers 2
+  python -m echosim sweep my.toml --dry-run       # number of runs and estimated time
+  python -m echosim sweep my.toml --set optimizer.echo=[1,2,4] --set sweep.repetitions=5
+  python -m echosim sweep my.toml --scheduler tcp://127.0.0.1:8786   # on a Dask cluster
+Re-running the same command resumes: finished runs are skipped, failed ones retried.
+The config schema is documented in docs/sweep.md."""
+
+_RUN_EXAMPLES = """\
+examples:
+  python -m echosim run                           # one run of the default problem/pipeline
+  python -m echosim run --batch-size 64 --echo 4 --lr 0.5 --n-batches 500
+  python -m echosim run my.toml --set optimizer.lr=0.3 --set optimizer.echo=2"""
+
+_PLOT_EXAMPLES = """\
+examples:
+  python -m echosim plot echosim-results/figure2-1a2b3c4d5e
+  python -m echosim plot RESULTS --out figs --format png"""
+
+_BOUNDS_EXAMPLES = """\
+examples:
+  python -m echosim bounds list
+  python -m echosim bounds echoed_gd_bound --beta 0.25 --rho 1 --D 2 --B 64 --T 500 --K 4
+  python -m echosim bounds echoed_gd_bound --beta 0.25 --rho 1 --D 2 --B 64 --T 500 --K 1,2,4,8
+  python -m echosim bounds saturation_echo --eps 0.01 --beta 1 --rho 1 --B 6400
+  python -m echosim bounds echoed_gd_bound --help   # its arguments and docstring"""
+
+_INFO_EXAMPLES = """\
+examples:
+  python -m echosim info"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="python -m echosim", formatter_class=_Formatter,
+                     description="Simulate data echoing under laggard data pipelines, next to the theory "
+                     "that bounds it. Bad input prints one line on stderr and exits with status 2.",
+                     epilog=_MAIN_EXAMPLES)
+    sub = parser.add_subparsers(dest="command", parser_class=_Parser, metavar="{sweep,run,plot,figures,bounds,info,plan}")
+
+    sw = sub.add_parser("sweep", help="run a grid of simulations (resumable; local processes or Dask)",
+                        description="Run every run of a sweep config that has no result yet, merge the "
+                        "results and print the tuned table.", epilog=_SWEEP_EXAMPLES, formatter_class=_Formatter)
+    sw.add_argument("config", nargs="?", help="TOML config (default: the embedded Figure-2-style sweep)")
+    sw.add_argument("--out", help="the sweep's tables (default: echosim-results/<name>-<config hash>)")
+    sw.add_argument("--store", help="where finished runs are kept and reused by any sweep "
+                    "(default: $ECHOSIM_STORE or echosim-results/store)")
+    sw.add_argument("--workers", type=_positive_int, help="local worker processes (default: all cores)")
+    sw.add_argument("--scheduler", metavar="ADDRESS", help="run on an existing Dask distributed cluster")
+    sw.add_argument("--dry-run", action="store_true", help="print the number of runs and an estimated time")
+    sw.add_argument("--set", action="append", metavar="KEY=VALUE",
+                    help="override a config key (TOML value), e.g. optimizer.echo=[1,2]; repeatable")
+    sw.add_argument("--quick", action="store_true", help="apply the config's [quick] table: a small variant")
+    sw.add_argument("--no-plot", action="store_true", help="do not write the figures")
+    sw.add_argument("--quiet", action="store_true", help="no progress output")
+    sw.add_argument("--verbose", action="store_true",
+                    help="one line on stderr per finished run: its id, status and seconds")
+    sw.set_defaults(func=_cmd_sweep)
+
+    rn = sub.add_parser("run", help="run one configuration and print its summary",
+                        description="Run one configuration (a config that expands to a single run) "
+                        "and print its summary.", epilog=_RUN_EXAMPLES, formatter_class=_Formatter)
+    rn.add_argument("config", nargs="?", help="TOML config giving one run (default: the default problem "
+                    "and pipeline with B=64, K=4, lr=1, T=500)")
+    rn.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config key; repeatable")
+    rn.add_argument("--batch-size", type=_positive_int, help="B (optimizer.batch_size)")
+    rn.add_argument("--echo", type=_positive_float, help="K (optimizer.echo)")
+    rn.add_argument("--n-batches", type=_positive_int, help="T (sweep.n_batches)")
+    rn.add_argument("--lr", type=_nonneg_float, help="learning rate (optimizer.lr)")
+    rn.add_argument("--seed", type=_nonneg_int, help="base seed (sweep.seed)")
+    rn.add_argument("--verbose", action="store_true", help="print the full record, one key per line")
+    rn.add_argument("--json", action="store_true", help="print the full record as JSON")
+    rn.set_defaults(func=_cmd_run)
+
+    pl = sub.add_parser("plot", help="figures from a results directory (PNG and PDF)",
+                        description="Convergence time vs K per B (KT, BT, wall-clock, tuned lr) and "
+                        "excess risk vs wall-clock with the theory bound.", epilog=_PLOT_EXAMPLES,
+                        formatter_class=_Formatter)
+    pl.add_argument("results", help="a sweep's results directory")
+    pl.add_argument("--out", help="where to write the figures (default: the results directory)")
+    pl.add_argument("--format", default="png,pdf", help="comma-separated: png, pdf, svg (default png,pdf)")
+    pl.set_defaults(func=_cmd_plot)
+
+    fg = sub.add_parser("figures", help="make every docs figure: each is a sweep config plus a view",
+                        description="Run each figure's sweep (echosim/plots/figure_configs/*.toml), reusing "
+                        "finished runs from the store, and draw it.", epilog=_FIGURES_EXAMPLES,
+                        formatter_class=_Formatter)
+    fg.add_argument("--out", help="tables and PNGs (default: echosim-results/figures)")
+    fg.add_argument("--quick", action="store_true", help="each config's [quick] variant: small, for CI")
+    fg.add_argument("--only", help="comma-separated figure names (default: all)")
+    fg.add_argument("--workers", type=_positive_int, help="local worker processes (default: all cores)")
+    fg.add_argument("--store", help="the run store (default: $ECHOSIM_STORE or echosim-results/store)")
+    fg.add_argument("--docs", action="store_true", help="also write docs/figures/*.png (maintainers)")
+    fg.add_argument("--quiet", action="store_true", help="no progress output")
+    fg.set_defaults(func=_cmd_figures)
+
+    bd = sub.add_parser("bounds", help="evaluate a theory function, e.g. echoed_gd_bound",
+                        description="Evaluate a function of the theory module with --NAME VALUE "
+                        "arguments (comma-separated values broadcast).", epilog=_BOUNDS_EXAMPLES,
+                        formatter_class=_Formatter, add_help=True)
+    bd.add_argument("function", nargs="?", help="theory function name, or 'list'")
+    bd.add_argument("params", nargs=argparse.REMAINDER, help="--NAME VALUE pairs")
+    bd.set_defaults(func=_cmd_bounds)
+
+    inf = sub.add_parser("info", help="versions, Numba threading layer, cores, kernel cache",
+                         description="Versions, the Numba threading layer, cores, and whether the "
+                         "kernels are cached.", epilog=_INFO_EXAMPLES, formatter_class=_Formatter)
+    inf.set_defaults(func=_cmd_info)
+    _add_plan_parser(sub)
+    return parser
+
+
+def _os_error(exc: OSError) -> str:
+    """One line naming the path and the cause (and, for a full disk, that the store resumes)."""
+    import errno
+
+    paths = [p for p in (exc.filename, exc.filename2) if p is not None]
+    where = " -> ".join(repr(str(p)) for p in paths) or "(no path)"
+    cause = exc.strerror or type(exc).__name__
+    hint = {
+        errno.EEXIST: " (a file is in the way of a directory)",
+        errno.ENOTDIR: " (a parent of the path is a file, not a directory)",
+        errno.EROFS: " (choose a writable place with --out)",
+        errno.EACCES: " (no permission: choose another place with --out)",
+        errno.ENOSPC: ("; finished runs are saved and the store is resumable: free some space and "
+                       "re-run the same command"),
+        errno.EDQUOT: ("; finished runs are saved and the store is resumable: free some space and "
+                       "re-run the same command"),
+    }.get(exc.errno, "")
+    return f"{where}: {cause}{hint}"
+
+
+def _broken_pipe() -> int:
+    """The reader of stdout went away (`... | head`): stop quietly, as a killed pipe writer does."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # the interpreter's final flush must not fail again
+    except (OSError, ValueError):  # pragma: no cover - stdout without a file descriptor
+        pass
+    return 141  # 128 + SIGPIPE, what a shell reports for a writer killed by the pipe
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point; returns the exit status (0 ok, 1 runs failed, 2 bad input, 130 interrupted)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        print("python -m echosim: error: choose a subcommand: sweep, run, plot, figures, bounds, info, plan (see --help)",
+              file=sys.stderr)
+        return EXIT_BAD_INPUT
+    try:
+        return args.func(args)
+    except BrokenPipeError:
+        return _broken_pipe()
+    except OSError as exc:
+        print(f"echosim {args.command}: error: {_os_error(exc)}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except ValueError as exc:  # ConfigError included: bad input, not a bug
+        msg = " ".join(str(exc).split())
+        print(f"echosim {args.command}: error: {msg}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except RuntimeError as exc:
+        from echosim.experiments.executors import SweepError
+
+        if not isinstance(exc, SweepError):
+            raise
+        print(f"echosim {args.command}: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"\nechosim {args.command}: interrupted; finished runs are saved — re-run the same command to resume",
+              file=sys.stderr)
+        return 130
+

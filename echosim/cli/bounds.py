@@ -1,0 +1,177 @@
+"""The bounds and info subcommands."""
+
+from __future__ import annotations
+
+
+
+
+# --------------------------------------------------------------------------- bounds
+
+
+def _theory_functions() -> dict:
+    import theory
+
+    return {name: getattr(theory, name) for name in theory.__all__}
+
+
+def _bound_value(text: str, name: str):
+    import numpy as np
+
+    if text.lower() == "none":
+        return None
+    try:
+        values = [float(v) for v in text.split(",")]
+    except ValueError:
+        raise ValueError(f"--{name}: expected a number or comma-separated numbers, got {text!r}") from None
+    return values[0] if len(values) == 1 else np.array(values)
+
+
+def _cmd_bounds(args) -> int:
+    import inspect
+
+    import numpy as np
+
+    funcs = _theory_functions()
+    if args.function in (None, "list"):
+        for name, f in funcs.items():
+            print(f"{name}{inspect.signature(f)}")
+        return 0
+    if args.function not in funcs:
+        raise ValueError(f"unknown theory function {args.function!r}; allowed: {', '.join(funcs)}")
+    f = funcs[args.function]
+    sig = inspect.signature(f)
+    rest = list(args.params)
+    if any(r in ("-h", "--help") for r in rest):
+        doc = inspect.getdoc(f) or ""
+        print(f"python -m echosim bounds {args.function} " +
+              " ".join(f"--{p} X" if p.default is inspect.Parameter.empty else f"[--{p} X]"
+                       for p in sig.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD))
+        print()
+        print(doc)
+        return 0
+    kwargs = {}
+    i = 0
+    while i < len(rest):
+        tok = rest[i]
+        if not tok.startswith("--") or tok == "--":
+            raise ValueError(f"bounds {args.function}: expected --NAME VALUE, got {tok!r}")
+        name, eq, value = tok[2:].partition("=")
+        if not eq:
+            if i + 1 >= len(rest):
+                raise ValueError(f"--{name}: missing a value")
+            value = rest[i + 1]
+            i += 1
+        i += 1
+        if name not in sig.parameters:
+            raise ValueError(f"{args.function} has no argument --{name}; allowed: "
+                             + ", ".join(f"--{p}" for p in sig.parameters))
+        if name in kwargs:
+            raise ValueError(f"--{name} given twice")
+        kwargs[name] = _bound_value(value, name)
+    missing = [p for p, v in sig.parameters.items() if v.default is inspect.Parameter.empty
+               and v.kind is v.POSITIONAL_OR_KEYWORD and p not in kwargs]
+    if missing:
+        raise ValueError(f"{args.function}: missing " + ", ".join(f"--{m}" for m in missing))
+    value = f(**kwargs)
+    what = _plain((inspect.getdoc(f) or args.function).splitlines()[0]).rstrip(".")
+    if args.function.endswith("_bound"):
+        what += " (it bounds the expected excess risk E[F(w)] − F* of the method's output)"
+    shown = ", ".join(f"{k}={_show_arg(v)}" for k, v in kwargs.items())
+    values = value if isinstance(value, tuple) else (value,)
+    arrays = [np.asarray(v, dtype=float) for v in values]
+    print(f"{args.function}({shown}): {what}")
+    if all(a.ndim == 0 for a in arrays):
+        print("  = " + ", ".join(f"{float(a):.10g}" for a in arrays))
+        return 0
+    varying = [k for k, v in kwargs.items() if np.ndim(v) > 0]
+    grid = np.broadcast_arrays(*[np.asarray(kwargs[k]) for k in varying]) if varying else []
+    for i in range(arrays[0].size):
+        where = ", ".join(f"{k}={float(g.reshape(-1)[i]):g}" for k, g in zip(varying, grid)) if grid and \
+            grid[0].size == arrays[0].size else f"[{i}]"
+        print(f"  {where}: " + ", ".join(f"{float(a.reshape(-1)[i]):.10g}" for a in arrays))
+    return 0
+
+
+def _plain(text: str) -> str:
+    """A docstring's first line without LaTeX/RST markup, for a terminal."""
+    import re
+
+    text = text.replace("``", "")
+    text = re.sub(r"\\mathrm\{(\w+)\}", r"\1", text)
+    for a, b in ((r"\varepsilon", "ε"), (r"\beta", "β"), (r"\lambda", "λ"), (r"\gamma", "γ"),
+                 (r"\rho", "ρ"), (r"\eta", "η")):
+        text = text.replace(a, b)
+    return text.replace("$", "").replace("{", "").replace("}", "")
+
+
+def _show_arg(v) -> str:
+    import numpy as np
+
+    if v is None:
+        return "None"
+    if np.ndim(v) == 0:
+        return f"{float(v):g}"
+    return "[" + ",".join(f"{float(x):g}" for x in np.asarray(v).reshape(-1)) + "]"
+
+
+# --------------------------------------------------------------------------- info
+
+
+def _kernel_cache_status() -> list[str]:
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent  # the echosim package
+    lines = []
+    for layer in ("training", "pipeline"):
+        cache = root / layer / "__pycache__"
+        nbi = sorted(cache.glob("kernel.*.nbi")) if cache.is_dir() else []
+        nbc = sorted(cache.glob("kernel.*.nbc")) if cache.is_dir() else []
+        state = f"cached ({len(nbi)} index files, {len(nbc)} compiled objects)" if nbc else "not cached yet " \
+            "(compiled on first use, ~seconds)"
+        lines.append(f"  echosim.{layer}.kernel: {state}")
+    return lines
+
+
+def _cmd_info(args) -> int:
+    import os
+    import platform
+    from importlib import metadata
+
+    import numba
+
+    print(f"python {platform.python_version()} on {platform.platform()}")
+    for name in ("echosim", "numpy", "numba", "scipy", "matplotlib", "pyarrow", "pandas", "dask", "distributed"):
+        try:
+            v = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            v = "not installed" + (" (optional: pip install 'echosim[dask]')" if name in ("dask", "distributed")
+                                   else " (optional: pip install 'echosim[sweep]')" if name in ("pyarrow", "pandas")
+                                   else "")
+        print(f"  {name}: {v}")
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover
+        cores = os.cpu_count()
+    print(f"cores: {os.cpu_count()} (usable by this process: {cores}; sweep --workers defaults to {cores})")
+    try:
+        layer = numba.threading_layer()
+    except ValueError:
+        layer = "not initialised (no parallel Numba code has run in this process)"
+    available = []
+    for name, mod in (("tbb", "numba.np.ufunc.tbbpool"), ("omp", "numba.np.ufunc.omppool"),
+                      ("workqueue", "numba.np.ufunc.workqueue")):
+        try:
+            __import__(mod)
+            available.append(name)
+        except Exception:  # noqa: BLE001 - any import failure means unavailable
+            pass
+    print(f"numba threading layer: {layer}; configured: {numba.config.THREADING_LAYER}; "
+          f"available: {', '.join(available) or 'none'}; NUMBA_NUM_THREADS={numba.config.NUMBA_NUM_THREADS}")
+    print("  (echosim's kernels are serial; sweeps run in parallel across processes)")
+    cache_dir = numba.config.CACHE_DIR or "next to the sources (__pycache__)"
+    print(f"numba kernel cache: {cache_dir}")
+    for line in _kernel_cache_status():
+        print(line)
+    return 0
+
+
