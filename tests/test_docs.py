@@ -1,6 +1,7 @@
 """The documentation cannot rot: run the code of the tutorial and how-tos, build the site.
 
-The pages in PAGES (the tutorial, the how-tos, the pipeline model) follow one convention:
+The pages in PAGES (the tutorial, the how-tos, the pipeline model) and the README follow
+one convention:
 
 - every ```python block of a page runs, in order, in one namespace per page, in a
   temporary working directory;
@@ -128,7 +129,7 @@ def test_output_comparison_rules():
     assert same_output("x   0.500\n", "x 0.501")
 
 
-@pytest.mark.parametrize("page", PAGES)
+@pytest.mark.parametrize("page", [*PAGES, "../README.md"])
 def test_page_examples_run_and_print_what_the_page_says(page, tmp_path):
     pytest.importorskip("matplotlib")
     import matplotlib
