@@ -159,7 +159,7 @@ def _run_summary(spec, row: dict, settings: dict) -> list[str]:
     lines.append(f"  target:      {target}")
     if row.get("converged"):
         t = row.get("conv_time")
-        at_time = f", simulated time {t:.6g}" if isinstance(t, float) and math.isfinite(t) else ""
+        at_time = f", simulated time {t:.6g} time units" if isinstance(t, float) and math.isfinite(t) else ""
         lines.append(f"  reached:     yes, after {row['conv_batches']:.0f} fresh batches, {row['conv_steps']:.0f} "
                      f"steps{at_time}")
     else:

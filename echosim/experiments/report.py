@@ -44,7 +44,7 @@ def format_tuned(tuned, config: SweepConfig) -> str:
     cols = [(short.get(a, a.split(".", 1)[1]), a) for a in vary]
     has_time = "conv_time" in tuned.columns and tuned["conv_time"].notna().any()
     header = [c for c, _ in cols] + ["lr*", "T to target", "KT steps", "BT samples"]
-    header += ["wall-clock (step times)"] if has_time else []
+    header += ["wall-clock (time units)"] if has_time else []
     header += ["converged"]
     lines = []
     for _, r in tuned.iterrows():
@@ -72,6 +72,9 @@ def format_tuned(tuned, config: SweepConfig) -> str:
     target = f"the trailing mean of the last {s['window']} logged losses {kind} {goal}"
     notes = [f"median over {config.settings['repetitions']} seed(s) at the tuned lr; target: {target} "
              f"({s['iterate']} iterate); lr tuned by {s['tune_by']}; 'never': not reached within the budget"]
+    if has_time:
+        notes.append("wall-clock: simulated, in the config's time unit (an optimizer step takes pipeline.step_time, "
+                     "1 by default)")
     if (tuned["lr_edge"] != "").any():
         notes.append("^/_: the tuned lr is still the largest/smallest of its grid after the extension rounds, so it "
                      "is not a tuned value and its times are upper bounds (widen the grid or raise sweep.lr_extend)")
