@@ -31,6 +31,8 @@ _EXPORTS = {
     "as_service_time": "echosim.pipeline.service_times",
     "service_time_from_dict": "echosim.pipeline.service_times",
     "profile": "echosim.pipeline.profiling",
+    "BatchTime": "echosim.pipeline.batch_time",
+    "fit_batch_time": "echosim.pipeline.batch_time",
     "fit_service_times": "echosim.pipeline.traces",
     "Pipeline": "echosim.pipeline.model",
     "Schedule": "echosim.pipeline.schedule",

@@ -395,7 +395,7 @@ def _resolve(point, labels, usage, caches) -> dict:
 
     # ---- the pipeline object (needs K)
     if pipeline is not None:
-        pipeline = _resolve_pipeline(pipeline, echo, point, lab)
+        pipeline = _resolve_pipeline(pipeline, echo, point, lab, optimizer["batch_size"])
 
     # ---- run budget
     run = {}
@@ -436,14 +436,20 @@ def _theory_step(problem, optimizer: dict, echo, run: dict, lab) -> dict:
     return {"lr": float(rule(**kw)), "lr_rule": "theory"}
 
 
-def _resolve_pipeline(pipeline, K, point, lab) -> dict:
+def _resolve_pipeline(pipeline, K, point, lab, batch_size: int) -> dict:
+    from echosim.pipeline.batch_time import BatchTime, is_batch_time
     from echosim.pipeline.service_times import as_service_time
 
     out = {}
     services = {}
     for key in ("arrival", "step_time"):
         try:
-            svc = as_service_time(pipeline[key])
+            spec = pipeline[key]
+            if is_batch_time(spec):  # t_up(B) = a + b·B: this run's B fixes the service time
+                if key != "arrival":
+                    raise ValueError("kind 'affine' applies to the loader (pipeline.arrival) only")
+                spec = BatchTime.from_dict(spec).at(batch_size)
+            svc = as_service_time(spec)
         except ValueError as exc:
             raise ConfigError(f"{lab('pipeline.' + key)}: {exc}") from None
         services[key] = svc

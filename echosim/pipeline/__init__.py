@@ -4,6 +4,7 @@ its echo policies, and `simulate(pipeline, T, seed) -> Schedule` (Numba event lo
 Pure layer: imports NumPy, SciPy and Numba only.
 """
 
+from echosim.pipeline.batch_time import BatchTime, fit_batch_time
 from echosim.pipeline.model import BLOCKING, DELIVERIES, ECHO_POLICIES, POLICIES, Pipeline, check_echo
 from echosim.pipeline.profiling import profile
 
@@ -25,5 +26,5 @@ from echosim.pipeline.traces import Fit, Trace, fit_service_times
 __all__ = [
     "Pipeline", "Schedule", "simulate", "simulate_until", "simulate_with_times", "echo_schedule", "check_echo", "ECHO_POLICIES", "POLICIES", "DELIVERIES", "BLOCKING",
     "ServiceTime", "Deterministic", "Exponential", "Gamma", "LogNormal", "Pareto", "Stall", "Trace",
-    "FAMILIES", "as_service_time", "service_time_from_dict", "profile", "Fit", "fit_service_times",
+    "BatchTime", "fit_batch_time", "FAMILIES", "as_service_time", "service_time_from_dict", "profile", "Fit", "fit_service_times",
 ]
