@@ -109,6 +109,18 @@ def test_plot_writes_png_and_pdf(swept, tmp_path, capsys):
     assert (tmp_path / "convergence_vs_echo.png").stat().st_size > 1000
 
 
+def test_plot_draws_the_echo_factors_asked_for(swept, tmp_path, capsys):
+    from echosim.experiments.store import load
+    from echosim.plots.views import risk_vs_time_data
+
+    res = load(swept)
+    panels = risk_vs_time_data(res.summary, res.curves, res.tuned, echoes=[1, 2, 4])
+    assert all(len(p["overlays"]) == 3 for p in panels)  # exactly the K asked for
+    assert main(["plot", str(swept), "--out", str(tmp_path), "--format", "png", "--echo", "1,2,4"]) == 0
+    capsys.readouterr()
+    one_line_error(capsys, call(["plot", str(swept), "--echo", "1,3"]), "no K = 3", "it has K = 1, 2, 4")
+
+
 def test_bounds_evaluates_theory_functions(capsys):
     rc = main(["bounds", "echoed_gd_bound", "--beta", "0.25", "--rho", "1", "--D", "2", "--B", "64",
                "--T", "500", "--K", "4"])

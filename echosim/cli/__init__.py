@@ -123,6 +123,8 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("results", help="a sweep's results directory")
     pl.add_argument("--out", help="where to write the figures (default: the results directory)")
     pl.add_argument("--format", default="png,pdf", help="comma-separated: png, pdf, svg (default png,pdf)")
+    pl.add_argument("--echo", metavar="K,K,...", help="the echo factors whose risk curves to draw, e.g. 1,4,16 "
+                    "(default: the smallest, the largest and the fastest)")
     pl.set_defaults(func=_cmd_plot)
 
     fg = sub.add_parser("figures", help="make every docs figure: each is a sweep config plus a view",

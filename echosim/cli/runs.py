@@ -185,7 +185,13 @@ def _cmd_plot(args) -> int:
     from echosim.plots.views import plot_results
 
     formats = tuple(f.strip() for f in args.format.split(",") if f.strip())
-    files = plot_results(args.results, out=args.out, formats=formats)
+    echoes = None
+    if args.echo:
+        try:
+            echoes = [float(k) for k in args.echo.split(",") if k.strip()]
+        except ValueError:
+            raise ValueError(f"--echo: expected comma-separated numbers such as 1,4,16, got {args.echo!r}") from None
+    files = plot_results(args.results, out=args.out, formats=formats, echoes=echoes)
     for f in files:
         print(f)
     return 0

@@ -319,13 +319,20 @@ def draw_convergence_vs_echo(panels: list[dict], stem, formats=("png", "pdf")) -
 
 
 def risk_vs_time_data(summary, curves, tuned, *, x: str | None = None, y: str | None = None, q=(0.1, 0.9),
-                      max_curves: int = 3) -> list[dict]:
+                      max_curves: int = 3, echoes=None) -> list[dict]:
     """Per B, overlays (median, band, bound) at the tuned lr for up to `max_curves` echo factors.
 
-    The echo factors shown are the smallest, the largest and the one with the shortest
-    wall-clock (or fewest fresh batches) to target. `x` defaults to "time" when the runs
-    have a pipeline, else "batches".
+    The echo factors shown are `echoes` if given (every one of them the sweep has; an
+    unknown K is an error naming the ones there are), else the smallest, the largest and
+    the one with the shortest wall-clock (or fewest fresh batches) to target. `x`
+    defaults to "time" when the runs have a pipeline, else "batches".
     """
+    if echoes is not None:
+        have = set(tuned["optimizer.echo"].dropna()) if "optimizer.echo" in tuned.columns else set()
+        missing = [k for k in echoes if k not in have]
+        if missing:
+            raise ValueError(f"echo: the sweep has no K = {', '.join(f'{k:g}' for k in missing)}; it has K = "
+                             f"{', '.join(f'{k:g}' for k in sorted(have)) or 'none'}")
     if x is None:
         x = "time" if "conv_time" in tuned.columns and tuned["conv_time"].notna().any() else "batches"
     if y is None:  # the iterate the convergence target tracks
@@ -339,8 +346,11 @@ def risk_vs_time_data(summary, curves, tuned, *, x: str | None = None, y: str | 
         if not len(g):
             continue
         unit = "conv_time" if x == "time" else "conv_batches"
-        picks = [0, len(g) - 1, int(np.argmin(g[unit].to_numpy(dtype=float)))]
-        picks = list(dict.fromkeys(picks))[:max_curves]
+        if echoes is not None:
+            picks = [i for i, k in enumerate(g["optimizer.echo"]) if k in set(echoes)]
+        else:
+            picks = [0, len(g) - 1, int(np.argmin(g[unit].to_numpy(dtype=float)))]
+            picks = list(dict.fromkeys(picks))[:max_curves]
         overlays = []
         for i in picks:
             row = g.iloc[i]
@@ -395,8 +405,11 @@ def draw_risk_vs_time(panels: list[dict], stem, formats=("png", "pdf")) -> list[
     return _save(fig, Path(stem), formats)
 
 
-def plot_results(path, out=None, formats=("png", "pdf")) -> list[Path]:
+def plot_results(path, out=None, formats=("png", "pdf"), echoes=None) -> list[Path]:
     """The standard figures of a results directory; returns the files written.
+
+    `echoes`: the echo factors K whose risk curves to draw (default: the smallest, the
+    largest and the fastest of each batch size).
 
     ``convergence_vs_echo``: convergence time vs K per B in KT, BT and wall-clock, tuned
     lr on the right axis (needs batch size and echo columns). ``risk_vs_time``: excess
@@ -414,7 +427,7 @@ def plot_results(path, out=None, formats=("png", "pdf")) -> list[Path]:
     if len(res.tuned) and {"optimizer.batch_size", "optimizer.echo"} <= set(res.tuned.columns):
         written += draw_convergence_vs_echo(convergence_vs_echo_data(res.tuned), out / "convergence_vs_echo", formats)
     if len(res.tuned) and "optimizer.batch_size" in res.tuned.columns and res.curves is not None and len(res.curves):
-        panels = [p for p in risk_vs_time_data(res.summary, res.curves, res.tuned) if p["overlays"]]
+        panels = [p for p in risk_vs_time_data(res.summary, res.curves, res.tuned, echoes=echoes) if p["overlays"]]
         if panels:
             written += draw_risk_vs_time(panels, out / "risk_vs_time", formats)
     if not written:
