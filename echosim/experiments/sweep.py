@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from echosim.experiments import store
-from echosim.experiments.assemble import _log_every, execute_run, group_by_learning_rate, warm_up
+from echosim.experiments.assemble import _log_every, execute_group, group_by_learning_rate, group_key, warm_up
 from echosim.pipeline.schedule import mean_batch_time
 from echosim.experiments import executors
 from echosim.experiments.executors import Progress, default_workers
@@ -320,8 +320,9 @@ def estimate(config: SweepConfig, out=None, workers: int | None = None, store_di
     """Predicted wall time of the runs still to do.
 
     Method: a cost model in T·B·d·(1 + 2K) plus per-logged-point and per-run terms,
-    calibrated by timing shortened copies (at most 200 fresh batches) of the grid's
-    cheapest and most expensive runs; compile time is measured separately. Runs the
+    calibrated by timing shortened copies (at most 200 fresh batches) of the learning-
+    rate groups of the grid's cheapest and most expensive runs, as the sweep runs them;
+    compile time is measured separately. Extra runs from lr-grid extension are not counted. Runs the
     store already holds are not counted.
     """
     import dataclasses
@@ -336,26 +337,31 @@ def estimate(config: SweepConfig, out=None, workers: int | None = None, store_di
                 "workers": workers, "method": "nothing to run"}
     units = np.array([_cost_units(r) for r in pending])
     picks = sorted({int(np.argmin(units)), int(np.argmax(units))})
+    groups = {}
+    for spec in pending:
+        groups.setdefault(group_key(spec), []).append(spec)
     t_sum = u_sum = 0.0
     for i in picks:
-        spec = pending[i]
-        run = dict(spec.run)
-        if "n_batches" in run:
-            run["n_batches"] = min(run["n_batches"], 200)
-        else:
-            T = run.pop("time_budget") / mean_batch_time(build_pipeline(spec.pipeline, spec.echo))
-            run["n_batches"] = int(min(max(T, 1), 200))
-        short = _calibration_copy(dataclasses.replace(spec, run=run))
+        shorts = []
+        for spec in groups[group_key(pending[i])]:  # timed as the sweep runs it: its whole lr group
+            run = dict(spec.run)
+            if "n_batches" in run:
+                run["n_batches"] = min(run["n_batches"], 200)
+            else:
+                T = run.pop("time_budget") / mean_batch_time(build_pipeline(spec.pipeline, spec.echo))
+                run["n_batches"] = int(min(max(T, 1), 200))
+            shorts.append(_calibration_copy(dataclasses.replace(spec, run=run)))
         t = time.perf_counter()
-        execute_run(short)
+        execute_group(shorts)
         t_sum += time.perf_counter() - t
-        u_sum += _cost_units(short)
+        u_sum += sum(_cost_units(s) for s in shorts)
     kappa = t_sum / u_sum
-    w = min(workers, len(pending))
+    w = min(workers, len(groups))
     seconds = kappa * units.sum() / w
     return {"n_runs": len(config.runs), "n_pending": len(pending), "seconds": float(seconds),
             "compile_seconds": compile_s, "workers": w,
-            "method": ("cost model T·B·d·(1+2K) + per-point + per-run terms, calibrated by timing "
-                       f"{len(picks)} shortened runs of the grid")}
+            "method": ("cost model T·B·d·(1+2K) + per-point + per-run terms, calibrated by timing the "
+                       f"learning-rate groups of {len(picks)} shortened runs of the grid; lr-grid extension "
+                       "rounds are not counted")}
 
 
