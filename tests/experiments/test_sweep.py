@@ -349,3 +349,20 @@ def test_the_default_sweep_shows_both_regimes_with_every_tuned_lr_inside_its_gri
     # curvature-dominated: echoing saves fresh batches (and wall-clock behind the R = 8 loader)
     assert large["conv_batches"].iloc[-1] <= large["conv_batches"].iloc[0] / 4
     assert large["conv_time"].loc[4] < large["conv_time"].loc[1] / 2
+
+
+def test_dask_gives_bitwise_the_local_tables_on_a_real_data_set_too(tmp_path):
+    """Dask workers run with one BLAS thread (OMP_NUM_THREADS=1), the local sweep with the
+    default: the data-set risk (matrix products) must not depend on it."""
+    distributed = pytest.importorskip("distributed")
+    pytest.importorskip("sklearn")
+    conf = parse_config({"problem": {"kind": "dataset", "name": "breast_cancer", "l2": 0.01},
+                         "optimizer": {"lr": [0.1, 0.5], "batch_size": 16, "echo": [1, 4]},
+                         "sweep": {"n_batches": 60, "repetitions": 2, "lr_extend": 0}})
+    local = run_sweep(conf, out=tmp_path / "local", workers=1, progress=False, store_dir=tmp_path / "s1")
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                                  dashboard_address=None) as cluster:
+        remote = run_sweep(conf, out=tmp_path / "dask", scheduler=cluster.scheduler_address, progress=False,
+                           store_dir=tmp_path / "s2")
+    frames_equal(remote.summary, local.summary)
+    frames_equal(remote.curves, local.curves)
