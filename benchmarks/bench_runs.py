@@ -17,7 +17,7 @@ One run on one core prints, side by side (µs per optimizer step unless said):
               1,476 runs) end to end, including compilation (a fresh Numba cache),
               on 1 and 2 workers: 0.1's ``python -m echosim sweep``, this tree's
               ``sweep`` (one run at a time) and ``execute_group`` over the grid's
-              learning-rate groups (each payload written with ``store.write_run``);
+              learning-rate groups (each payload added to a ``store.Store`` and flushed);
 - memory      peak RSS of a 10⁶-batch run with log="auto" (least squares d=10, B=16).
 
 Timings are medians (and IQR) of ``--repeats`` interleaved repeats of the process's
@@ -258,10 +258,12 @@ def sweep_after_groups(workers, config, out):
     else:
         pool = get_context("fork").Pool(workers)
         results = pool.imap_unordered(execute_group, groups)
+    runs = store.Store(out)
     for payloads in results:
         for p in payloads:
-            store.write_run(out, p)
+            runs.add(p)
             n += 1
+        runs.flush()
     print(json.dumps({"runs": n, "groups": len(groups)}))
 
 

@@ -9,7 +9,7 @@ Measures
   2 local workers, kernels compiled beforehand (compile time reported separately),
   each in a fresh output directory; target: >= 1.8x from 1 to 2 workers;
 * the per-run overhead of the sweep machinery, outside the simulation itself:
-  config validation and expansion (per run), seed derivation, writing the run's shard
+  config validation and expansion (per run), seed derivation, writing the run to the store
   (Parquet, atomic rename), and the executor's round trip on trivial runs; target < 5 ms.
 
 Prints a Markdown table.
@@ -44,7 +44,7 @@ def main(argv=None) -> int:
 
     from echosim.experiments import assemble, config, store, sweep
 
-    overrides = ["sweep.repetitions=1"] if args.quick else []
+    overrides = ["sweep.lr_extend=0"] + (["sweep.repetitions=1"] if args.quick else [])  # a fixed set of runs
     conf = config.default_config(overrides)
     n = len(conf.runs)
     rows = []
@@ -57,7 +57,8 @@ def main(argv=None) -> int:
     for workers in (1, 2):
         with tempfile.TemporaryDirectory() as d:
             t = time.perf_counter()
-            rep = sweep.run_sweep(conf, out=Path(d) / "out", workers=workers, progress=False)
+            rep = sweep.run_sweep(conf, out=Path(d) / "out", workers=workers, progress=False,
+                                  store_dir=Path(d) / "store")  # a fresh store: every run computed
             elapsed = time.perf_counter() - t
             assert rep.counts["ok"] + rep.counts["diverged"] == n, rep.counts
         rate[workers] = n / elapsed
@@ -74,17 +75,20 @@ def main(argv=None) -> int:
     data = tomllib.loads(text)
     parse_s = _timeit(lambda: config.parse_config(data, overrides=overrides), repeat=3) / n
     spec = conf.runs[0]
-    seed_s = _timeit(lambda: [config._make_spec({"problem": spec.problem, "optimizer": spec.optimizer,
+    seed_s = _timeit(lambda: [config._make_spec({"problem": spec.problem, "optimizer": spec.optimizer, "echo": spec.echo,
                                                  "pipeline": spec.pipeline, "run": spec.run, "labels": {}},
                                                 rep, 0) for rep in range(1000)], repeat=3) / 1000
     payload = assemble.execute_run(spec)
     with tempfile.TemporaryDirectory() as d:
         k = [0]
 
+        results = store.Store(d)
+
         def write():
             s = dict(payload["summary"], run_id=f"bench{k[0]:06d}")
             k[0] += 1
-            store.write_shard(d, s, payload["curves"])
+            results.add({"summary": s, "curves": payload["curves"]})
+            results.flush()
 
         write_s = _timeit(lambda: [write() for _ in range(200)], repeat=3) / 200
     points = len(payload["curves"]["batches"])
@@ -94,14 +98,14 @@ def main(argv=None) -> int:
                                    "sweep": {"n_batches": 1, "repetitions": 2}})
     with tempfile.TemporaryDirectory() as d:
         t = time.perf_counter()
-        sweep.run_sweep(trivial, out=Path(d) / "a", workers=2, progress=False)
+        sweep.run_sweep(trivial, out=Path(d) / "a", workers=2, progress=False, store_dir=Path(d) / "s")
         trivial_s = (time.perf_counter() - t) / len(trivial.runs)
     one = trivial.runs[0]
     run_only = _timeit(lambda: assemble.execute_run(one), repeat=20)
     machinery = parse_s + seed_s + write_s
     rows.append(("config validation + expansion, per run", f"{parse_s * 1e3:.3f} ms", ""))
     rows.append(("seed derivation + run id, per run", f"{seed_s * 1e3:.3f} ms", ""))
-    rows.append((f"shard write (Parquet, {points} logged points, atomic rename)", f"{write_s * 1e3:.3f} ms", ""))
+    rows.append((f"store write of one run (a Parquet pack, {points} logged points, atomic rename)", f"{write_s * 1e3:.3f} ms", ""))
     rows.append(("machinery per run: config + seed + write (target < 5 ms)", f"{machinery * 1e3:.2f} ms",
                  "met" if machinery < 5e-3 else "not met"))
     rows.append(("whole sweep of trivial runs (T = 1), per run, 2 workers, incl. merge",

@@ -1,17 +1,18 @@
-"""Sweeps: a validated config → runs → shards → merged tables, on local processes or Dask.
+"""Sweeps: a validated config → runs → the run store → merged tables, on local processes or Dask.
 
-`run_sweep` executes every run of a `SweepConfig` that has no shard yet under the
-output directory (so re-running the same command resumes), then merges all of them.
+`run_sweep` executes every run of a `SweepConfig` that the run store does not hold
+yet (whichever sweep computed it: re-running resumes), extends the learning-rate grid
+past any edge where a tuned value sits, then merges all runs into the sweep's tables.
 Local execution forks worker processes after the Numba kernels were compiled in the
-parent (they inherit the compiled code); ``scheduler=`` sends the same runs to an
+parent (they inherit the compiled code); ``scheduler=`` sends the same work to an
 existing Dask distributed cluster instead. A run's result depends only on its spec
-(seeds are derived from its data-defining axes, see `echosim.experiments.config`), so the tables
-are bitwise identical with 1 worker, N workers or Dask — except ``elapsed_s``, the
-run's own wall time.
+(seeds are derived from its data-defining axes, see `echosim.experiments.specs`), so
+the tables are bitwise identical with 1 worker, N workers or Dask — except
+``elapsed_s``, the run's own wall time.
 
-`execute_run` is the unit of work: build the problem, optimizer and pipeline, simulate
-the schedule, run the optimizer, and return a payload of plain dicts and arrays.
-Exceptions become a "failed" payload carrying the error, never a result.
+The unit of work is `echosim.experiments.assemble.execute_group`: the runs of one data
+seed that differ only in the learning rate. Exceptions become a "failed" payload
+carrying the error, never a result.
 """
 
 from __future__ import annotations
