@@ -28,7 +28,7 @@ import numpy as np
 
 from echosim.pipeline.service_times import Deterministic, Exponential, Gamma, LogNormal, ServiceTime
 
-__all__ = ["BatchTime", "fit_batch_time", "NOISES"]
+__all__ = ["BatchTime", "fit_batch_time", "affine_fit", "NOISES"]
 
 NOISES = ("deterministic", "exponential", "gamma", "lognormal")
 """Noise families of a batch-size-dependent loader time (gamma and lognormal take a cv)."""
@@ -110,6 +110,20 @@ def is_batch_time(spec) -> bool:
     return isinstance(spec, Mapping) and str(spec.get("kind", "")).lower() == "affine"
 
 
+def affine_fit(x, y) -> tuple[float, float, float, float]:
+    """Least squares of y ≈ a + b·x: (a, b, standard error of a, of b); the errors are NaN
+    when there are no residual degrees of freedom."""
+    x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    A = np.column_stack([np.ones_like(x), x])
+    coef, *_ = np.linalg.lstsq(A, y, rcond=None)
+    a_se = b_se = math.nan
+    if x.size > 2:
+        s2 = float(np.sum((y - A @ coef) ** 2)) / (x.size - 2)
+        cov = s2 * np.linalg.inv(A.T @ A)
+        a_se, b_se = math.sqrt(max(cov[0, 0], 0.0)), math.sqrt(max(cov[1, 1], 0.0))
+    return float(coef[0]), float(coef[1]), a_se, b_se
+
+
 def fit_batch_time(profiles: Mapping) -> BatchTime:
     """Least-squares (a, b) of time per batch = a + b·B from times measured at two or
     more batch sizes (a mapping B → array of times, or a `Trace`); the noise family is
@@ -128,9 +142,8 @@ def fit_batch_time(profiles: Mapping) -> BatchTime:
         xs.append(np.full(t.size, float(B)))
         ys.append(t)
     x, y = np.concatenate(xs), np.concatenate(ys)
-    A = np.column_stack([np.ones_like(x), x])
-    (a, b), *_ = np.linalg.lstsq(A, y, rcond=None)
-    a, b = max(float(a), 0.0), max(float(b), 0.0)
+    a, b, _, _ = affine_fit(x, y)
+    a, b = max(a, 0.0), max(b, 0.0)
     fit = a + b * x
     cv = float(np.sqrt(np.mean(((y - fit) / fit) ** 2)))
     return BatchTime(a, b, "gamma", cv) if cv > 0 else BatchTime(a, b)

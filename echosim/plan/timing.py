@@ -29,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
+from echosim.pipeline.batch_time import affine_fit
 from echosim.pipeline.service_times import FAMILIES, ServiceTime, as_service_time
 from echosim.pipeline.traces import Trace
 
@@ -243,16 +244,7 @@ def fit_loader(profiles: Mapping) -> LoaderModel:
         times = dist.times if isinstance(dist, Trace) else np.array([dist.mean])
         xs.append(np.full(times.size, float(B)))
         ys.append(times)
-    x, y = np.concatenate(xs), np.concatenate(ys)
-    A = np.column_stack([np.ones_like(x), x])
-    coef, *_ = np.linalg.lstsq(A, y, rcond=None)
-    a, b = float(coef[0]), float(coef[1])
-    dof = x.size - 2
-    a_se = b_se = math.nan
-    if dof > 0:
-        s2 = float(np.sum((y - A @ coef) ** 2)) / dof
-        cov = s2 * np.linalg.inv(A.T @ A)
-        a_se, b_se = math.sqrt(max(cov[0, 0], 0.0)), math.sqrt(max(cov[1, 1], 0.0))
+    a, b, a_se, b_se = affine_fit(np.concatenate(xs), np.concatenate(ys))
     return LoaderModel(a, b, tuple(sorted(shapes, key=lambda t: t[0])), a_se, b_se)
 
 
