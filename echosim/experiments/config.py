@@ -304,6 +304,21 @@ def _get(point, usage, section, key, default, applies_to=None):
     return default, False
 
 
+def _section(point, usage, section: str, selector, skip=(), where: str = "") -> dict:
+    """The resolved keys of one section that apply to `selector` (a policy or a method)."""
+    out = {}
+    for key, fld in FIELDS[section].items():
+        if key in skip:
+            continue
+        value, _ = _get(point, usage, section, key, fld.default, selector)
+        if fld.applies and selector not in fld.applies:
+            continue
+        if value is None and fld.required:
+            raise ConfigError(f"{section}.{key}: required{where} ({fld.describe()})")
+        out[key] = value
+    return out
+
+
 def _resolve(point, labels, usage, caches) -> dict:
     """Point (path → value) → resolved dicts plus the constructed objects' checks."""
     lab = lambda p: labels.get(p, p)  # noqa: E731
@@ -343,29 +358,13 @@ def _resolve(point, labels, usage, caches) -> dict:
     policy = None
     if has_pipeline:
         policy = point.get("pipeline.policy", "fixed")
-        pipeline = {}
-        for key, fld in FIELDS["pipeline"].items():
-            value, _ = _get(point, usage, "pipeline", key, fld.default, policy)
-            if fld.applies and policy not in fld.applies:
-                continue
-            if value is None and fld.required:
-                raise ConfigError(f"pipeline.{key}: required in [pipeline] ({fld.describe()})")
-            pipeline[key] = value
+        pipeline = _section(point, usage, "pipeline", policy, where=" in [pipeline]")
 
     # ---- optimizer
     method = point.get("optimizer.method", "echoed_gd")
     if "optimizer.method" in point:
         usage.use("optimizer.method")
-    optimizer = {"method": method}
-    for key, fld in FIELDS["optimizer"].items():
-        if key in ("method", "echo"):
-            continue
-        value, _ = _get(point, usage, "optimizer", key, fld.default, method)
-        if fld.applies and method not in fld.applies:
-            continue
-        if value is None and fld.required:
-            raise ConfigError(f"optimizer.{key}: required ({fld.describe()})")
-        optimizer[key] = value
+    optimizer = {"method": method, **_section(point, usage, "optimizer", method, skip=("method", "echo"))}
     # ---- the echo factor K: owned by the schedule (a fixed pipeline, or K steps per batch)
     echo_applies = method != "minibatch_sgd" and (pipeline is None or policy in ECHO_POLICIES)
     echo = None
