@@ -137,8 +137,10 @@ class Field:
                 raise bad
             return value
         elif k == "lr":
+            if value == "theory":  # a row of a [joint] table or a list
+                return value
             if not _is_real(value) or not math.isfinite(value) or value < 0:
-                raise ConfigError(f"{label}: must be a number >= 0, got {_show(value)}")
+                raise ConfigError(f"{label}: must be a number >= 0 or \"theory\", got {_show(value)}")
             return float(value)
         elif k == "momentum":
             if value == "nesterov":
@@ -180,7 +182,8 @@ FIELDS: dict[str, dict[str, Field]] = {
                        doc="label noise law"),
         "noise_std": Field("float", 0.5, lo=0, applies=("least_squares",), doc="label noise σ"),
         "name": Field("str", applies=("dataset",),
-                      doc="a named data set of echosim.datasets (breast_cancer, digits, iris, wine, covertype, mnist)"),
+                      doc="a named data set of echosim.datasets (breast_cancer, digits, iris, wine, flights, "
+                          "covertype, mnist)"),
         "path": Field("str", applies=("dataset",), doc="a data file (.csv[.gz], .npz, .svm/.svmlight/.libsvm)"),
         "format": Field("choice", choices=("csv", "npz", "svmlight"), applies=("dataset",),
                         doc="file format (default: from the suffix)"),
@@ -190,6 +193,8 @@ FIELDS: dict[str, dict[str, Field]] = {
         "task": Field("str", applies=("dataset",), doc="labels → ±1, e.g. '2-vs-rest', 'even-odd'"),
         "positive": Field("float", applies=("dataset",), doc="the label that is +1 (files)"),
         "intercept": Field("bool", False, applies=("dataset",), doc="append a column of ones"),
+        "eval_rows": Field("int", lo=1, applies=("dataset",),
+                           doc="evaluate the risk on a fixed subsample of this many rows (large tables)"),
     },
     "pipeline": {
         "arrival": Field("service", required=True, doc="loader time per batch per worker (t_up)"),
