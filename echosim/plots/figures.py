@@ -387,20 +387,22 @@ def predicted_vs_simulated_view(summary, curves, tuned) -> dict:
     first = summary.iloc[0]
     c = {k: float(first[k]) for k in ("beta", "rho", "D")}
     eps = float(first["target.atol"])
-    t_up = float(first["pipeline.arrival_mean"]) / float(first["pipeline.workers"])
     t_down = float(first["pipeline.step_time_mean"])
     Bs = sorted(int(b) for b in summary["optimizer.batch_size"].unique())
+    loader = summary.groupby("optimizer.batch_size")["pipeline.arrival_mean"].first()
+    t_ups = [float(loader[B]) / float(first["pipeline.workers"]) for B in Bs]  # t_up(B): the loader's B-dependence
     Ks = sorted(int(k) for k in summary["optimizer.echo"].unique())
     times = _per_seed(summary, ["optimizer.batch_size", "optimizer.echo"], "conv_time")
     predicted, sim = np.empty((len(Bs), len(Ks))), np.empty((len(Bs), len(Ks), 3))
-    for bi, B in enumerate(Bs):
+    for bi, (B, t_up) in enumerate(zip(Bs, t_ups)):
         t_pred = np.asarray(theory.time_to_accuracy(eps, **c, B=B, K=np.asarray(Ks, dtype=float), t_up=t_up,
                                                     t_down=t_down))
         predicted[bi] = t_pred[0] / t_pred
         for ki, K in enumerate(Ks):
             with np.errstate(divide="ignore", invalid="ignore"):
                 sim[bi, ki] = _quantiles(times[(B, Ks[0])] / times[(B, K)])
-    return {"B": Bs, "K": Ks, "predicted": predicted, "simulated": sim, "eps": eps, "R": t_up / t_down,
+    return {"B": Bs, "K": Ks, "predicted": predicted, "simulated": sim, "eps": eps,
+            "R": np.asarray(t_ups) / t_down,
             "n_seeds": int(summary["repetition"].nunique()), "band": BAND}
 
 
@@ -433,13 +435,15 @@ def draw_predicted_vs_simulated(data: dict):
             ax.text(ki, bi, f"{v:.2f}", ha="center", va="center", fontsize=7,
                     color="white" if v < 0.6 * vmax else "black")
         ax.set_xticks(range(len(data["K"])), [str(k) for k in data["K"]])
-        ax.set_yticks(range(len(data["B"])), [str(b) for b in data["B"]])
+        ax.set_yticks(range(len(data["B"])), [f"{b}\nR={r:.3g}" for b, r in zip(data["B"], data["R"])])
         ax.set_xlabel("echo factor K")
         ax.set_ylabel("batch size B")
         ax.set_title(f"{title} speedup over K = 1", fontsize=8)
     fig.colorbar(im, ax=axes[2], shrink=0.8)
     fig.suptitle(f"predicted vs simulated wall-clock speedup to excess risk ε = {data['eps']:g} "
-                 f"(logistic on the sphere, loader R = {data['R']:g})", fontsize=9)
+                 f"(logistic on the sphere; loader R(B) = "
+                 + ", ".join(f"{r:.3g}" for r in data["R"]) + " at B = " + ", ".join(map(str, data["B"])) + ")",
+                 fontsize=9)
     return fig
 
 

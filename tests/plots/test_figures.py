@@ -118,7 +118,8 @@ def test_figure_5_predicted_speedups_never_exceed_min_k_r(made):
     np.testing.assert_allclose(pred[:, 0], 1.0)
     np.testing.assert_allclose(sim[:, 0, 0], 1.0)
     assert_band(sim[..., 0], sim[..., 1], sim[..., 2])
-    assert np.all(pred <= np.minimum(np.asarray(data["K"], dtype=float), data["R"]) + 1e-9)
+    np.testing.assert_allclose(data["R"], 4.0 + 0.001 * np.asarray(data["B"]))  # t_up(B) = 4 + 0.001·B
+    assert np.all(pred <= np.minimum(np.asarray(data["K"], dtype=float)[None, :], data["R"][:, None]) + 1e-9)
     F.draw_predicted_vs_simulated(data)
 
 
