@@ -1,11 +1,16 @@
-"""The vectorisable exp and σ of the kernels against NumPy and SciPy."""
+"""The vectorisable exp and σ of the kernels against NumPy and SciPy, and the loops they vectorise."""
+
+import platform
+import re
 
 import numpy as np
 import pytest
 from numba import njit
 from scipy.special import expit
 
+from echosim.training import codes
 from echosim.training.fast_exp import exp, sigmoid
+from echosim.training.kernel import _BLOCK, _FASTMATH, _batch_grad_many, _dloss, _logistic_grad
 
 rng = np.random.default_rng(0)
 X_GRID = np.concatenate([
@@ -16,16 +21,13 @@ X_GRID = np.concatenate([
 ])
 
 
-FASTMATH = {"reassoc", "contract", "nsz", "arcp"}  # the kernels' flags: exp and σ must keep their own order
-
-
-@njit(fastmath=FASTMATH)
+@njit(fastmath=_FASTMATH)  # the kernels' flags: exp and σ must keep their own order inside them
 def exp_all(x, out):
     for i in range(x.shape[0]):
         out[i] = exp(x[i])
 
 
-@njit(fastmath=FASTMATH)
+@njit(fastmath=_FASTMATH)
 def sigmoid_all(x, out):
     for i in range(x.shape[0]):
         out[i] = sigmoid(x[i])
@@ -76,6 +78,13 @@ def test_exp_within_one_and_sigmoid_within_two_ulp_of_the_exact_values():
     assert ulps(expit(X_GRID[X_GRID > -700]), exact_sigmoid[X_GRID > -700]).max() <= 2.0  # SciPy's, for scale
 
 
+def test_logistic_derivative_is_minus_y_sigmoid_of_minus_y_z():
+    z = np.linspace(-700.0, 700.0, 1401)
+    for y in (-1.0, 1.0):
+        got = np.array([_dloss(v, y, codes.LOSS_LOGISTIC) for v in z])
+        assert ulps(got, -y * expit(-y * z)).max() <= 2.0
+
+
 def test_nan_passes_through_and_infinities_saturate():
     x = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0])
     e, s = np.empty_like(x), np.empty_like(x)
@@ -83,3 +92,29 @@ def test_nan_passes_through_and_infinities_saturate():
     sigmoid_all(x, s)
     np.testing.assert_array_equal(e, [np.nan, np.inf, 0.0, 1.0, 1.0])
     np.testing.assert_array_equal(s, [np.nan, 1.0, 0.0, 0.5, 0.5])
+
+
+@njit(fastmath=_FASTMATH)
+def logistic_grad(X, y, rows, w, g, r, labels):
+    _logistic_grad(X, y, rows, w, g, r, labels)
+
+
+@njit(fastmath=_FASTMATH)
+def batch_grad_many(X, y, rows, W, G, Z, R):
+    _batch_grad_many(X, y, rows, W, codes.LOSS_LOGISTIC, 0.0, G, Z, R)
+
+
+PACKED_DIVISION = {"x86_64": r"\bv?divpd\b", "AMD64": r"\bv?divpd\b", "aarch64": r"\bfdiv\s+v\d+\.2d"}
+
+
+@pytest.mark.skipif(platform.machine() not in PACKED_DIVISION, reason="an instruction set we do not read")
+def test_both_kernels_evaluate_the_logistic_derivative_in_vector_registers():
+    # the only division in these loops is σ's: a packed one means ℓ' runs several rows (or lrs) at a time
+    d, B, L = 3, 2 * _BLOCK + 5, 9
+    X, y = rng.standard_normal((B, d)), np.sign(rng.standard_normal(B))
+    no_rows = np.zeros(0, dtype=np.int64)
+    logistic_grad(X, y, no_rows, np.ones(d), np.zeros(d), np.empty(_BLOCK), np.empty(_BLOCK))
+    batch_grad_many(X, y, no_rows, np.ones((d, L)), np.zeros((d, L)), np.zeros((4, L)), np.zeros((4, L)))
+    for kernel in (logistic_grad, batch_grad_many):
+        asm = kernel.inspect_asm(kernel.signatures[0])
+        assert re.search(PACKED_DIVISION[platform.machine()], asm), kernel.__name__
