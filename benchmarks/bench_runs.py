@@ -25,6 +25,12 @@ CPU time (one thread: BLAS, Numba and XLA are set to one thread) (each variant l
 each by wall clock, ``--sweep-repeats`` for more). The load average is printed at the
 start and end: the machine is shared. Run: ``python benchmarks/bench_runs.py --v01
 /path/to/0.1`` (``--quick`` skips the sweeps). Not run by pytest.
+
+Before/after a change: ``--base PATH`` (a checkout of the earlier commit, e.g. from
+``git archive``) runs every per-step row in that tree too, interleaved with this
+tree's; ``--only TEXT`` keeps the per-step rows whose name contains TEXT (and skips
+the sweeps and the memory row), e.g. ``--only logistic`` for the logistic kernel
+rows and the ℓ'(z) row.
 """
 
 from __future__ import annotations
@@ -307,6 +313,10 @@ def main(argv=None):
     p.add_argument("--repeats", type=int, default=7)
     p.add_argument("--sweep-repeats", type=int, default=1)
     p.add_argument("--quick", action="store_true", help="skip the sweeps and the memory row")
+    p.add_argument("--base", metavar="PATH", help="another checkout (e.g. the commit before a change) whose "
+                   "per-step rows run interleaved with this tree's")
+    p.add_argument("--only", metavar="TEXT", action="append",
+                   help="only the per-step rows whose name contains TEXT (repeatable); no sweeps, no memory row")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--sweep-after", type=int, metavar="WORKERS", help=argparse.SUPPRESS)
     p.add_argument("--memory", type=int, metavar="BATCHES", help=argparse.SUPPRESS)
@@ -325,6 +335,8 @@ def main(argv=None):
     roots = {"this tree": ROOT}
     if args.v01:
         roots["0.1"] = os.path.abspath(args.v01)
+    if args.base:
+        roots["base"] = os.path.abspath(args.base)
     procs = {}
     for label, root in roots.items():
         procs[label] = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--worker", "--batches",
@@ -348,6 +360,11 @@ def main(argv=None):
     rows.append(("logistic ℓ'(z) (one exp each), ns", "this tree", ["exps"]))
     if "0.1" in procs:
         rows.append(("logistic ℓ'(z) (one exp each), ns", "0.1", ["exps"]))
+    if "base" in procs:  # once more in the base tree, each row that times echosim's code
+        own = [row for row in rows if row[1] == "this tree" and row[2][0] not in ("floor", "numpy", "jax")]
+        rows = [r for row in rows for r in ([row, (row[0], "base", row[2])] if row in own else [row])]
+    if args.only:
+        rows = [row for row in rows if any(text in row[0] for text in args.only)]
     times = {i: [] for i in range(len(rows))}
     errors = {}
     for _ in range(args.repeats):
@@ -378,26 +395,30 @@ def main(argv=None):
     if not has_jax:
         print("\n(JAX rows skipped: jax is not installed; `pip install jax` to add them.)")
 
-    def ratio(a, b):
-        return med[a] / med[b] if a in med and b in med else float("nan")
+    def ratio(text, a, b):
+        """One line `text: a / b`, if both rows ran."""
+        if a in med and b in med:
+            print(f"- {text}: {med[a] / med[b]:.2f}×")
 
     print("\n## Ratios against the targets\n")
-    print(f"- run() 0.1 / this tree: {ratio(('whole run()', '0.1'), ('whole run()', 'this tree')):.2f}× (target ≥ 3)")
-    if has_jax:
-        jx = ("whole run, JAX (jit + scan, jax.random)", "this tree")
-        print(f"- JAX whole run / run(): {ratio(jx, ('whole run()', 'this tree')):.2f}× (target ≥ 2)")
-    print(f"- NumPy whole run / run(): {ratio(('whole run, plain NumPy', 'this tree'), ('whole run()', 'this tree')):.2f}×")
-    print(f"- kernel / floor: {ratio(('kernel (echo_chunk, pre-made data)', 'this tree'), ('read-only floor', 'this tree')):.2f}× (target ≤ 1.3)")
+    ratio("run() 0.1 / this tree (target ≥ 3)", ("whole run()", "0.1"), ("whole run()", "this tree"))
+    ratio("JAX whole run / run() (target ≥ 2)", ("whole run, JAX (jit + scan, jax.random)", "this tree"),
+          ("whole run()", "this tree"))
+    ratio("NumPy whole run / run()", ("whole run, plain NumPy", "this tree"), ("whole run()", "this tree"))
+    ratio("kernel / floor (target ≤ 1.3)", ("kernel (echo_chunk, pre-made data)", "this tree"),
+          ("read-only floor", "this tree"))
     for shape in ("logistic", "least_squares"):
-        r = ratio((f"L={L_MANY} at once, per lr ({shape})", "this tree"),
-                  (f"{L_MANY} single kernel calls, per lr ({shape})", "this tree"))
-        print(f"- L={L_MANY} at once / single calls, per lr, {shape}: {r:.2f}× (target ≤ 0.3)")
-    e = ("logistic ℓ'(z) (one exp each), ns", "this tree")
-    if e in med:
-        print(f"- logistic derivatives per second: {1e6 / med[e]:.3g} (this tree)"
-              + (f", {1e6 / med[(e[0], '0.1')]:.3g} (0.1)" if (e[0], "0.1") in med else ""))
+        ratio(f"L={L_MANY} at once / single calls, per lr, {shape} (target ≤ 0.3)",
+              (f"L={L_MANY} at once, per lr ({shape})", "this tree"),
+              (f"{L_MANY} single kernel calls, per lr ({shape})", "this tree"))
+    for name in dict.fromkeys(name for name, _, _ in rows):
+        ratio(f"base / this tree, {name}", (name, "base"), (name, "this tree"))
+    e = "logistic ℓ'(z) (one exp each), ns"
+    rates = [f"{1e6 / med[(e, who)]:.3g} ({who})" for who in ("this tree", "base", "0.1") if (e, who) in med]
+    if rates:
+        print(f"- logistic derivatives per second: {', '.join(rates)}")
 
-    if not args.quick:
+    if not (args.quick or args.only):
         print(f"\n## The 0.1 default sweep's grid end to end (s, wall clock, fresh Numba cache; "
               f"{args.sweep_repeats} repeat(s))\n")
         print("| code | how | 1 worker | 2 workers |\n| --- | --- | ---: | ---: |")

@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from echosim.training import codes
-from echosim.training.kernel import echo_chunk
+from echosim.training.kernel import _BLOCK, echo_chunk, echo_chunk_many
 from tests.naive import echoed_run
 
 METHODS = {"gd": codes.METHOD_GD, "nesterov": codes.METHOD_NESTEROV, "prox": codes.METHOD_PROX}
@@ -27,6 +27,24 @@ def kernel_run(X, Y, K, lr, method="gd", loss="squared", l2=0.0, momentum="neste
         -1.0 if momentum == "nesterov" else float(momentum), float(lam),
         *state, np.arange(T, dtype=np.int64), False, *logs)
     return status, logs, state
+
+
+def kernel_many_run(X, Y, K, lrs, method="gd", loss="squared", l2=0.0, momentum="nesterov", lam=0.0,
+                    rows=None, w0=None):
+    """`kernel_run` for echo_chunk_many: one column per learning rate in lrs (T, L)."""
+    T, _, d = X.shape
+    L = lrs.shape[1]
+    w0 = np.zeros(d) if w0 is None else np.asarray(w0, dtype=float)
+    W = np.repeat(w0[:, None], L, axis=1)
+    state = (W, W.copy(), np.zeros((d, L)), np.zeros((d, L)), np.zeros(2, dtype=np.int64),
+             np.full(L, -1, dtype=np.int64))
+    logs = (np.empty((T, d, L)), np.empty((T, d, L)), np.empty((T, d, L)))
+    rows = np.zeros((0, 0), dtype=np.int64) if rows is None else np.asarray(rows, dtype=np.int64)
+    alive = echo_chunk_many(
+        X, Y, np.asarray(K, dtype=np.int64), np.ascontiguousarray(lrs), rows, METHODS[method],
+        codes.LOSS_CODES[loss], float(l2), -1.0 if momentum == "nesterov" else float(momentum), float(lam),
+        *state, np.arange(T, dtype=np.int64), False, *logs)
+    return alive, logs
 
 
 def draw_problem(seed, T, B, d, loss):
@@ -131,22 +149,14 @@ def test_kernel_does_not_recompile_on_a_second_call():
     momentum=st.sampled_from(["nesterov", 0.7]),
 )
 def test_many_learning_rates_kernel_matches_naive_twin_per_column(seed, T, B, d, L, method, loss, l2, momentum):
-    from echosim.training.kernel import echo_chunk_many
-
     X, Y, rng = draw_problem(seed, T, B, d, loss)
     K = rng.integers(1, 4, size=T)
     lrs = rng.uniform(0.0, 0.5, size=(T, L))
     rows = rng.integers(0, B, size=(int(K.sum()), max(1, B // 2))) if method == "sgd" else None
     kind = "gd" if method == "sgd" else method
     w0 = rng.standard_normal(d)
-    W = np.repeat(w0[:, None], L, axis=1)
-    state = (W, W.copy(), np.zeros((d, L)), np.zeros((d, L)), np.zeros(2, dtype=np.int64),
-             np.full(L, -1, dtype=np.int64))
-    logs = (np.empty((T, d, L)), np.empty((T, d, L)), np.empty((T, d, L)))
-    alive = echo_chunk_many(
-        X, Y, K, lrs, np.zeros((0, 0), dtype=np.int64) if rows is None else rows, METHODS[kind],
-        codes.LOSS_CODES[loss], l2, -1.0 if momentum == "nesterov" else momentum, 0.3,
-        *state, np.arange(T, dtype=np.int64), False, *logs)
+    alive, logs = kernel_many_run(X, Y, K, lrs, method=kind, loss=loss, l2=l2, momentum=momentum, lam=0.3,
+                                  rows=rows, w0=w0)
     assert alive == L
     for col in range(L):
         expected = echoed_run(X, Y, K, lrs[:, col], method=kind, loss=loss, l2=l2, momentum=momentum, lam=0.3,
@@ -155,9 +165,38 @@ def test_many_learning_rates_kernel_matches_naive_twin_per_column(seed, T, B, d,
             np.testing.assert_allclose(got[:, :, col], want, rtol=1e-12, atol=1e-14)
 
 
+@pytest.mark.parametrize("loss", ["squared", "logistic"])
+def test_a_column_of_the_many_learning_rates_kernel_is_bitwise_the_same_whatever_shares_the_call(loss):
+    # L = 9: the loops over learning rates run columns 0-7 in vector registers and column 8 alone
+    X, Y, rng = draw_problem(11, 5, 2 * _BLOCK + 7, 4, loss)
+    K = rng.integers(1, 4, size=5)
+    lrs = rng.uniform(0.0, 1.0, size=(5, 9))
+    w0 = rng.standard_normal(4)
+    _, together = kernel_many_run(X, Y, K, lrs, loss=loss, w0=w0)
+    for col in (0, 3, 8):
+        _, alone = kernel_many_run(X, Y, K, lrs[:, col:col + 1], loss=loss, w0=w0)
+        for got, want in zip(together, alone):
+            np.testing.assert_array_equal(got[:, :, col], want[:, :, 0])
+
+
+@pytest.mark.parametrize("method", ["gd", "nesterov", "sgd"])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_logistic_kernel_matches_naive_twin_over_several_blocks_of_rows(method, dtype):
+    B = 2 * _BLOCK + 11  # two full blocks and one of 11 rows (two groups of four, three single rows)
+    X, Y, rng = draw_problem(12, 4, B, 5, "logistic")
+    K, lrs = rng.integers(1, 4, size=4), rng.uniform(0.5, 2.0, size=4)
+    rows = rng.integers(0, B, size=(int(K.sum()), B - 3)) if method == "sgd" else None
+    args = dict(method="gd" if method == "sgd" else method, loss="logistic", l2=0.05, rows=rows,
+                w0=3.0 * rng.standard_normal(5))
+    _, logs, _ = kernel_run(X, Y, K, lrs, dtype=dtype, **args)
+    expected = echoed_run(X.astype(dtype).astype(float), Y, K, lrs, **args)
+    tol = dict(rtol=1e-12, atol=1e-14) if dtype == np.float64 else dict(rtol=1e-5, atol=1e-6)
+    for got, want in zip(logs, expected):
+        np.testing.assert_allclose(got, want, **tol)
+
+
 def test_many_learning_rates_kernel_does_not_recompile_on_a_second_call():
     from echosim import EchoedGD, LeastSquares, Logistic
-    from echosim.training.kernel import echo_chunk_many
     from echosim.training.runner import run_many
 
     run_many(LeastSquares(dim=3), [EchoedGD(0.1), EchoedGD(0.2)], batch_size=4, echo=2, n_batches=3)
