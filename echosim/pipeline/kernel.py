@@ -434,3 +434,31 @@ def shuffle_stream(T, B, base_copies, extra, S, u, state, buf, out):
     state[2] = r
     state[3] = n
     return out.shape[0]
+
+
+@njit(cache=True)
+def batch_steps(take_time, h, steps_per_batch, durations, state, last_end, start, end, batch):
+    """Batch policies: the next ``len(durations)`` steps' start, end and batch from per-batch data.
+
+    The K_t steps of fresh batch t run back to back from ``take_time[t] + h`` (in
+    `run_des` a step starts when the previous one ends, and a batch's first step h
+    after its take), so the same additions in the same order give bitwise the steps
+    `run_des` wrote. Resumable: ``state`` = [t, steps done on t], ``last_end`` = [end
+    of the previous step].
+    """
+    t = state[0]
+    k = state[1]
+    e = last_end[0]
+    for i in range(durations.shape[0]):
+        s = take_time[t] + h if k == 0 else e
+        e = s + durations[i]
+        start[i] = s
+        end[i] = e
+        batch[i] = t
+        k += 1
+        if k == steps_per_batch[t]:
+            t += 1
+            k = 0
+    state[0] = t
+    state[1] = k
+    last_end[0] = e

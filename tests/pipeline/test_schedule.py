@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from echosim.pipeline import schedule as pl
+from echosim.pipeline import stream
 from echosim.pipeline.service_times import Deterministic, Exponential, Gamma
 from echosim.pipeline.traces import Trace
 from echosim.pipeline.model import POLICIES, Pipeline
@@ -448,9 +448,9 @@ def test_greedy_chunks_and_growth_do_not_change_the_result(monkeypatch):
     """Step times drawn in many small chunks, outputs grown many times: same Schedule."""
     p = Pipeline(Exponential(6.0), workers=1, prefetch=3, step_time=Exponential(1.0), policy="greedy")
     ref = simulate(p, 2000, seed=8)
-    monkeypatch.setattr(pl, "_CHUNK_MIN", 8)
-    monkeypatch.setattr(pl, "_CHUNK_MAX", 50)
-    monkeypatch.setattr(pl, "_estimate_echo", lambda pipeline: 1.0)
+    monkeypatch.setattr(stream, "_CHUNK_MIN", 8)
+    monkeypatch.setattr(stream, "_CHUNK_MAX", 50)
+    monkeypatch.setattr(stream, "_estimate_echo", lambda pipeline: 1.0)
     small = simulate(p, 2000, seed=8)
     assert ref.n_steps > 2000 + 1024  # the output had to grow
     assert _same_schedule(ref, small)
