@@ -6,8 +6,9 @@ production index, "seq"), ``step_time`` holds the accelerator's step times in st
 order. The loop is resumable: all of its state lives in the small arrays ``si``
 (int64) and ``sf`` (float64) plus the per-worker and per-batch arrays, so when it
 runs out of step times or output space it returns a status code, the caller draws,
-grows or empties the output, and calls again with the same state. Re-entry is idempotent because the
-loop only stops at an accelerator decision point before changing anything.
+grows or empties the output, and calls again with the same state. Re-entry is
+idempotent because the loop only stops at an accelerator decision point before
+changing anything.
 
 The model (documented for users in `echosim.pipeline`):
 
