@@ -69,7 +69,8 @@ def run_footprint(T: float, K: float, B: int, b_step: int, d: int, n_features: i
 def check_run_size(base: dict, lab) -> None:
     """Refuse one resolved grid point (config._resolve's dict) that cannot fit; `lab` maps key paths to labels."""
     from echosim.experiments.specs import build_pipeline
-    from echosim.pipeline.schedule import _estimate_echo, mean_batch_time, schedule_bytes_per_batch
+    from echosim.pipeline.schedule import mean_batch_time, schedule_bytes_per_batch
+    from echosim.pipeline.stream import _estimate_echo
 
     problem = base["problem_obj"]
     opt, run, pipe_dict = base["optimizer"], base["run"], base["pipeline"]

@@ -5,9 +5,10 @@ Arrays in, arrays out. Every random time is drawn in NumPy beforehand and passed
 production index, "seq"), ``step_time`` holds the accelerator's step times in step
 order. The loop is resumable: all of its state lives in the small arrays ``si``
 (int64) and ``sf`` (float64) plus the per-worker and per-batch arrays, so when it
-runs out of step times or output space it returns a status code, the caller draws
-or grows, and calls again with the same state. Re-entry is idempotent because the
-loop only stops at an accelerator decision point before changing anything.
+runs out of step times or output space it returns a status code, the caller draws,
+grows or empties the output, and calls again with the same state. Re-entry is
+idempotent because the loop only stops at an accelerator decision point before
+changing anything.
 
 The model (documented for users in `echosim.pipeline`):
 
@@ -75,7 +76,8 @@ S_STEP_OFFSET = 12  # global index of step_time[0] (non-cyclic step times)
 S_HEAD = 13  # lowest production index not yet in the buffer (ordered delivery)
 S_PHASE = 14  # accelerator: 0 = decide the next step, 1 = needs fresh data
 S_WAITING = 15  # 1: the accelerator idles until the next loader completion
-N_SI = 16
+S_OUT_OFFSET = 16  # global index of the step in step_start[0] (the caller empties the output)
+N_SI = 17
 
 # float state sf[...]
 F_NOW = 0  # the accelerator's next decision time
@@ -147,8 +149,9 @@ def run_des(
     entered : uint8[T]
         Ordered delivery: has production index i entered the buffer?
     enter_time, take_time, steps_per_batch : per fresh batch outputs
-    step_start, step_end, step_batch : per step outputs (capacity = their length;
-        step_batch is -1 for "example", filled by the caller)
+    step_start, step_end, step_batch : per step outputs: step j goes to index
+        ``j - si[S_OUT_OFFSET]`` (capacity = their length; step_batch is -1 for
+        "example", filled by the caller)
 
     Returns
     -------
@@ -183,6 +186,7 @@ def run_des(
     avail = si[S_AVAIL]
     n_events = si[S_N_EVENTS]
     step_off = si[S_STEP_OFFSET]
+    out_off = si[S_OUT_OFFSET]
     head = si[S_HEAD]
     phase = si[S_PHASE]
     waiting = si[S_WAITING] == 1
@@ -255,7 +259,7 @@ def run_des(
                     status = DONE
                     break
             # a step follows: make sure there is a step time and room for it
-            if j >= cap:
+            if j - out_off >= cap:
                 status = NEED_OUTPUT
                 break
             if not cyclic and js >= n_st:
@@ -345,9 +349,9 @@ def run_des(
             if cyclic and js == n_st:
                 js = 0
             end = start + s
-            step_start[j] = start
-            step_end[j] = end
-            step_batch[j] = sb
+            step_start[j - out_off] = start
+            step_end[j - out_off] = end
+            step_batch[j - out_off] = sb
             busy += s
             now = end
             j += 1
@@ -431,3 +435,31 @@ def shuffle_stream(T, B, base_copies, extra, S, u, state, buf, out):
     state[2] = r
     state[3] = n
     return out.shape[0]
+
+
+@njit(cache=True)
+def batch_steps(take_time, h, steps_per_batch, durations, state, last_end, start, end, batch):
+    """Batch policies: the next ``len(durations)`` steps' start, end and batch from per-batch data.
+
+    The K_t steps of fresh batch t run back to back from ``take_time[t] + h`` (in
+    `run_des` a step starts when the previous one ends, and a batch's first step h
+    after its take), so the same additions in the same order give bitwise the steps
+    `run_des` wrote. Resumable: ``state`` = [t, steps done on t], ``last_end`` = [end
+    of the previous step].
+    """
+    t = state[0]
+    k = state[1]
+    e = last_end[0]
+    for i in range(durations.shape[0]):
+        s = take_time[t] + h if k == 0 else e
+        e = s + durations[i]
+        start[i] = s
+        end[i] = e
+        batch[i] = t
+        k += 1
+        if k == steps_per_batch[t]:
+            t += 1
+            k = 0
+    state[0] = t
+    state[1] = k
+    last_end[0] = e

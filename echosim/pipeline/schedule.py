@@ -5,6 +5,7 @@ and return when each fresh batch is ready and which batch every optimizer step u
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import numbers
 from dataclasses import dataclass
@@ -12,16 +13,16 @@ from typing import Any
 
 import numpy as np
 
-from echosim.pipeline.model import _POLICY_CODE, ECHO_POLICIES, Pipeline, _int_field, check_echo
-from echosim.pipeline.service_times import Deterministic, ServiceTime
+from echosim.pipeline import stream
+from echosim.pipeline.model import ECHO_POLICIES, Pipeline, _int_field, check_echo
 from echosim.pipeline.sizes import check_fits
-from echosim.pipeline.traces import Trace
+from echosim.pipeline.stream import (
+    DerivedSteps, EventLoop, HeldSteps, Inputs, _example_copies, _example_extra, _round_echo, _StepTimes,
+    _estimate_echo, derived_steps, draw_inputs, redrawn_durations,
+)
 
 __all__ = ["Schedule", "simulate", "simulate_until", "simulate_with_times", "echo_schedule"]
 
-# step times drawn per chunk when their number is not known in advance ("greedy")
-_CHUNK_MIN = 4096
-_CHUNK_MAX = 1 << 22
 # rows of step_examples filled per shuffle chunk (bounds the uniform draws held)
 _SHUFFLE_ROWS = 1 << 15
 
@@ -58,24 +59,43 @@ class Schedule:
         Time integrals of buffer occupancy and of the number of blocked workers.
     n_events : int
         Loader completions plus steps processed by the event loop.
+
+    Memory: under a batch policy, a simulation of more than
+    `echosim.pipeline.stream.STEP_CHUNK` steps holds its per-batch arrays only. Its
+    per-step arrays are derived again, bitwise the same, when first asked for (and
+    then kept); `time_after` and `first_steps` go through them chunk by chunk
+    without keeping them.
     """
 
     steps_per_batch: np.ndarray
     ready_time: np.ndarray | None = None
-    step_start: np.ndarray | None = None
-    step_end: np.ndarray | None = None
-    step_batch: np.ndarray | None = None
     step_examples: np.ndarray | None = None
     batch_size: int | None = None
     enter_time: np.ndarray | None = None
     take_time: np.ndarray | None = None
     workers: int = 0
     prefetch: int = 0
-    busy_time: float = 0.0
     switch_time: float = 0.0
     buffer_area: float = 0.0
     blocked_area: float = 0.0
     n_events: int = 0
+    _steps: HeldSteps | DerivedSteps | None = None  # the clock: every step's times, held or derived
+
+    @property
+    def step_start(self) -> np.ndarray | None:
+        return self._steps.arrays()[0] if self.timed else None
+
+    @property
+    def step_end(self) -> np.ndarray | None:
+        return self._steps.arrays()[1] if self.timed else None
+
+    @property
+    def step_batch(self) -> np.ndarray | None:
+        return self._steps.arrays()[2] if self.timed else None
+
+    @property
+    def busy_time(self) -> float:
+        return self._steps.busy_time if self.timed else 0.0
 
     @property
     def n_batches(self) -> int:
@@ -85,19 +105,28 @@ class Schedule:
     @property
     def n_steps(self) -> int:
         """N = sum_t K_t, the number of optimizer steps."""
-        return int(self.step_end.shape[0]) if self.timed else int(self.steps_per_batch.sum())
+        return self._steps.n if self.timed else int(self.steps_per_batch.sum())
 
     @property
     def timed(self) -> bool:
         """Whether the schedule has a clock (simulated) or only step counts (`echo_schedule`)."""
-        return self.step_end is not None
+        return self._steps is not None
 
     @property
     def makespan(self) -> float:
         """End of the last step (the simulation starts at time 0); NaN without a clock."""
+        return self._steps.makespan if self.timed else math.nan
+
+    def time_after(self, n_steps) -> np.ndarray:
+        """Simulated time after each count of steps in `n_steps` (the end of step n - 1;
+        0 for n = 0), read chunk by chunk: a long schedule keeps no per-step arrays."""
         if not self.timed:
-            return math.nan
-        return float(self.step_end[-1]) if self.n_steps else 0.0
+            raise ValueError("time_after() needs a simulated schedule: this one holds step counts only")
+        n = np.asarray(n_steps, dtype=np.int64)
+        out = np.zeros(n.shape, dtype=np.float64)
+        after = n > 0
+        out[after] = self._steps.end_at(n[after] - 1)
+        return out
 
     def first_steps(self, n: int) -> Schedule:
         """The first `n` steps, with the fresh batches they use (the last one possibly cut short)."""
@@ -105,19 +134,17 @@ class Schedule:
         if n >= self.n_steps:
             return self
         if not self.timed:
-            cum = np.cumsum(self.steps_per_batch)
-            used = int(np.searchsorted(cum, n)) + 1  # the batch that holds step n
-            spb = self.steps_per_batch[:used].copy()
-            spb[-1] -= int(cum[used - 1]) - n
-            return Schedule(steps_per_batch=spb)
-        used = int(self.step_batch[n - 1]) + 1
-        spb = np.bincount(self.step_batch[:n], minlength=used).astype(np.int64)
+            return Schedule(steps_per_batch=_first_counts(self.steps_per_batch, n))
+        if self.step_examples is None:  # batch policies: the steps of batch t follow those of t - 1
+            spb = _first_counts(self.steps_per_batch, n)
+            used = spb.shape[0]
+        else:
+            used = int(self.step_batch[n - 1]) + 1
+            spb = np.bincount(self.step_batch[:n], minlength=used).astype(np.int64)
         ex = None if self.step_examples is None else self.step_examples[:n]
         return dataclasses.replace(
-            self, ready_time=self.ready_time[:used], steps_per_batch=spb, step_start=self.step_start[:n],
-            step_end=self.step_end[:n], step_batch=self.step_batch[:n], step_examples=ex,
-            enter_time=self.enter_time[:used], take_time=self.take_time[:used],
-            busy_time=float(np.sum(self.step_end[:n] - self.step_start[:n])))
+            self, ready_time=self.ready_time[:used], steps_per_batch=spb, step_examples=ex,
+            enter_time=self.enter_time[:used], take_time=self.take_time[:used], _steps=self._steps.first(n))
 
     def summary(self) -> dict:
         """Long-run figures of the run, as one flat dict.
@@ -154,6 +181,15 @@ class Schedule:
             f"Schedule(n_batches={self.n_batches}, n_steps={self.n_steps}, "
             f"makespan={self.makespan:.6g}, batch_size={self.batch_size})"
         )
+
+
+def _first_counts(steps_per_batch: np.ndarray, n: int) -> np.ndarray:
+    """K_t of the batches the first `n` steps use (the last one cut to fit), given every K_t."""
+    cum = np.cumsum(steps_per_batch)
+    used = int(np.searchsorted(cum, n)) + 1  # the batch that holds step n
+    spb = steps_per_batch[:used].copy()
+    spb[-1] -= int(cum[used - 1]) - n
+    return spb
 
 
 # ---------------------------------------------------------------------------
@@ -204,55 +240,9 @@ def _check_batch_size(pipeline: Pipeline, batch_size: Any) -> int | None:
     return _int_field("batch_size", batch_size, 1)
 
 
-def _shuffle_size(pipeline: Pipeline, B: int) -> int:
-    S = pipeline.shuffle_buffer
-    return B * math.ceil(pipeline.echo) if S is None else S
-
-
-class _StepTimes:
-    """Step times for the event loop: a cyclic array, or chunks drawn on demand."""
-
-    def __init__(self, cyclic: bool, first: np.ndarray, more=None):
-        self.cyclic = cyclic
-        self.array = np.ascontiguousarray(first, dtype=np.float64)
-        self.offset = 0
-        self._more = more
-
-    def next_chunk(self, offset: int, n: int) -> None:
-        self.array = np.ascontiguousarray(self._more(offset, n), dtype=np.float64)
-        self.offset = offset
-
-
-def _sampled_step_times(step: ServiceTime, rng: np.random.Generator, n_known: int | None) -> _StepTimes:
-    """Step times drawn from `step`: constant and cyclic traces replay one period."""
-    if isinstance(step, Deterministic):
-        return _StepTimes(True, np.array([step.value]))
-    if isinstance(step, Trace) and step.mode == "cycle":
-        return _StepTimes(True, step.sample(rng, step.n))
-    if step.variance == 0.0:  # e.g. Gamma(cv=0): every draw is the same number
-        return _StepTimes(True, step.sample(rng, 1))
-    if n_known is not None:
-        return _StepTimes(False, step.sample(rng, n_known))
-    return _StepTimes(False, np.empty(0), lambda offset, n: step.sample(rng, n))
-
-
-def _estimate_echo(pipeline: Pipeline) -> float:
-    """Rough steps per fresh batch under "greedy", to size chunks and outputs."""
-    busy = pipeline.workers if pipeline.blocking == "after" else min(pipeline.workers, pipeline.prefetch)
-    ratio = pipeline.arrival.mean / (busy * pipeline.step_time.mean + pipeline.switch_overhead)
-    return float(min(pipeline.max_echo, max(1.0, ratio + 1.0)))
-
-
-def _round_echo(e: float, n: int, u: np.ndarray | None) -> np.ndarray:
-    """floor(e) + Bernoulli(e - floor(e)) from uniforms u (None when e is integral)."""
-    base = math.floor(e)
-    if e == base:
-        return np.full(n, base, dtype=np.int64)
-    return base + (u[:n] < (e - base)).astype(np.int64)
-
-
 def schedule_bytes_per_batch(pipeline: Pipeline, batch_size: int | None = None) -> float:
-    """Rough bytes a simulated Schedule holds per fresh batch (per-batch and per-step arrays)."""
+    """Rough bytes a simulated Schedule takes per fresh batch with its per-step arrays
+    (a long one derives them only when asked for, but must be able to hand them out)."""
     steps = {"sync": 1.0, "fixed": pipeline.echo, "example": pipeline.echo}.get(pipeline.policy)
     if steps is None:  # greedy: about what the event loop allocates up front
         steps = 1.1 * _estimate_echo(pipeline)
@@ -291,52 +281,8 @@ def simulate(pipeline: Pipeline, n_batches: int, seed, batch_size: int | None = 
     ss = _check_seed(seed)
     B = _check_batch_size(pipeline, batch_size)
     _check_schedule_size("n_batches", T, T, pipeline, B)
-    rng_load, rng_step, rng_echo, rng_shuffle = (np.random.default_rng(s) for s in ss.spawn(4))
-
-    load_time = pipeline.arrival.sample(rng_load, T)
-    e = pipeline.echo
-    per_batch = extra = None
-    n_known: int | None = None
-    if pipeline.policy == "sync":
-        n_known = T
-    elif pipeline.policy == "fixed":
-        u = None if e == math.floor(e) else rng_echo.random(T)
-        per_batch = _round_echo(e, T, u)
-        n_known = int(per_batch.sum())
-    elif pipeline.policy == "example":
-        extra = _example_extra(e, T * B, rng_echo)
-        per_batch = _example_copies(e, T, B, extra)
-        n_known = int(per_batch.sum()) // B
-    steps = _sampled_step_times(pipeline.step_time, rng_step, n_known)
-
-    def shuffle_draws(n):
-        return rng_shuffle.random(n)
-
-    return _run(pipeline, T, B, load_time, per_batch, extra, steps, n_known, shuffle_draws)
-
-
-def _example_extra(e: float, n: int, rng: np.random.Generator | None,
-                   u: np.ndarray | None = None) -> np.ndarray:
-    """Bernoulli(e - floor(e)) extra copies per fresh example, as uint8 (empty if e integral)."""
-    frac = e - math.floor(e)
-    if frac == 0.0:
-        return np.zeros(0, dtype=np.uint8)
-    if u is not None:
-        return (np.asarray(u[:n]) < frac).astype(np.uint8)
-    out = np.empty(n, dtype=np.uint8)
-    step = 1 << 22
-    for a in range(0, n, step):
-        b = min(n, a + step)
-        out[a:b] = rng.random(b - a) < frac
-    return out
-
-
-def _example_copies(e: float, T: int, B: int, extra: np.ndarray) -> np.ndarray:
-    """Echoed copies of each fresh batch: B*floor(e) plus its extra copies."""
-    copies = np.full(T, B * math.floor(e), dtype=np.int64)
-    if extra.size:
-        copies += extra.reshape(T, B).sum(axis=1, dtype=np.int64)
-    return copies
+    seeds = ss.spawn(4)
+    return _simulated(pipeline, T, B, draw_inputs(pipeline, T, B, seeds), seeds[1])
 
 
 def simulate_with_times(
@@ -417,113 +363,47 @@ def simulate_with_times(
         pos[0] = a + n
         return shuffle_u[a:a + n]
 
-    return _run(pipeline, T, B, load, per_batch, extra, steps, n_known, draws)
+    return _simulated(pipeline, T, B, Inputs(load, per_batch, extra, steps, n_known, draws))
 
 
-def _run(pipeline, T, B, load_time, per_batch, extra, steps: _StepTimes, n_known, shuffle_draws) -> Schedule:
-    """Drive the resumable Numba event loop; assemble the Schedule."""
-    from echosim.pipeline import kernel as des  # compiles (or loads the cache) on first use
-
-    W, C = pipeline.workers, pipeline.prefetch
-    policy = pipeline.policy
-    S = _shuffle_size(pipeline, B) if policy == "example" else 0
-    pi = np.zeros(des.N_PI, dtype=np.int64)
-    pi[des.P_W] = W
-    pi[des.P_C] = C
-    pi[des.P_POLICY] = _POLICY_CODE[policy]
-    pi[des.P_ORDERED] = pipeline.delivery == "ordered"
-    pi[des.P_BEFORE] = pipeline.blocking == "before"
-    pi[des.P_MAX_ECHO] = pipeline.max_echo
-    pi[des.P_T] = T
-    pi[des.P_B] = B or 0
-    pi[des.P_S] = S
-    if policy == "example":
-        pi[des.P_N_STEPS] = n_known
-        pi[des.P_TOTAL_EX] = int(per_batch.sum())
-    pi[des.P_CYCLIC] = steps.cyclic
-    pf = np.array([pipeline.switch_overhead], dtype=np.float64)
-    load_time = np.ascontiguousarray(load_time, dtype=np.float64)
-    if not load_time.flags.writeable:
-        load_time = load_time.copy()
-    if per_batch is None:
-        per_batch = np.zeros(1, dtype=np.int64)
-    per_batch = np.ascontiguousarray(per_batch, dtype=np.int64)
-
-    si = np.zeros(des.N_SI, dtype=np.int64)
-    sf = np.zeros(des.N_SF, dtype=np.float64)
-    serv_fin = np.zeros(W, dtype=np.float64)
-    serv_seq = np.zeros(W, dtype=np.int64)
-    held_seq = np.zeros(W, dtype=np.int64)
-    entered = np.zeros(T, dtype=np.uint8)
-    enter_time = np.zeros(T, dtype=np.float64)
-    take_time = np.zeros(T, dtype=np.float64)
-    spb = np.zeros(T, dtype=np.int64)
-    est = _estimate_echo(pipeline) if policy == "greedy" else 1.0
-    if n_known is not None:
-        cap = n_known
-    else:
-        cap = min(T * pipeline.max_echo, int(T * est * 1.1) + 1024)
-    step_start = np.empty(cap, dtype=np.float64)
-    step_end = np.empty(cap, dtype=np.float64)
-    step_batch = np.empty(cap, dtype=np.int64)
-
-    des.init_des(pi, si, sf, serv_fin, serv_seq, load_time)
-    while True:
-        status = des.run_des(
-            pi, pf, load_time, per_batch, steps.array, si, sf, serv_fin, serv_seq, held_seq,
-            entered, enter_time, take_time, spb, step_start, step_end, step_batch,
-        )
-        if status == des.DONE:
-            break
-        j = int(si[des.S_J])
-        left = T - int(si[des.S_N_TAKEN]) + 1
-        per = max(j / max(int(si[des.S_N_TAKEN]), 1), est, 1.0)
-        more = int(min(left * pipeline.max_echo, left * per * 1.25)) + _CHUNK_MIN
-        if status == des.NEED_STEP_TIMES:
-            steps.next_chunk(j, min(more, _CHUNK_MAX))
-            si[des.S_STEP_OFFSET] = j
-        elif status == des.NEED_OUTPUT:
-            cap = min(T * pipeline.max_echo, j + more)
-            step_start = _grow(step_start, j, cap)
-            step_end = _grow(step_end, j, cap)
-            step_batch = _grow(step_batch, j, cap)
-        else:  # pragma: no cover - the model cannot deadlock
-            raise RuntimeError("pipeline event loop made no progress (deadlock); please report")
-
-    N = int(si[des.S_J])
-    step_start, step_end, step_batch = step_start[:N], step_end[:N], step_batch[:N]
-    if N < cap:  # release the spare capacity
-        step_start, step_end, step_batch = step_start.copy(), step_end.copy(), step_batch.copy()
+def _simulated(pipeline: Pipeline, T: int, B: int | None, inputs: Inputs, step_seed=None) -> Schedule:
+    """Run the event loop on `inputs`; assemble the Schedule. Given the seed of the
+    step durations, a batch policy's steps beyond one output chunk are not kept but
+    derived again when asked for."""
+    loop = EventLoop(pipeline, T, B, inputs)
+    derive = step_seed is not None and pipeline.policy != "example"
+    makespan = 0.0
+    for _, _, end, _ in loop.steps(stream.STEP_CHUNK if derive else None):
+        if len(end):
+            makespan = float(end[-1])
+    N, busy, spb = loop.n_steps, loop.busy_time, loop.steps_per_batch
     step_examples = None
-    if policy == "example":
-        step_examples = _shuffle(T, B, math.floor(pipeline.echo), extra, S, N, shuffle_draws)
-        step_batch = np.maximum.accumulate(step_examples.max(axis=1) // B) if N else np.zeros(0, np.int64)
-        spb = np.bincount(step_batch, minlength=T).astype(np.int64)
-    ready = np.maximum.accumulate(enter_time) if pipeline.delivery == "ordered" else enter_time
+    if loop.flushed:
+        durations = functools.partial(redrawn_durations, pipeline.step_time, step_seed, inputs.n_known,
+                                      tuple(inputs.steps.sizes))
+        steps = DerivedSteps(functools.partial(derived_steps, loop.take_time, pipeline.switch_overhead, spb,
+                                               durations, N), N, busy_time=busy, makespan=makespan)
+    else:
+        start, end, batch = loop.held()
+        if pipeline.policy == "example":
+            step_examples = _shuffle(T, B, math.floor(pipeline.echo), inputs.extra, loop.shuffle_size, N,
+                                     inputs.shuffle_draws)
+            batch = np.maximum.accumulate(step_examples.max(axis=1) // B) if N else np.zeros(0, np.int64)
+            spb = np.bincount(batch, minlength=T).astype(np.int64)
+        steps = HeldSteps(start, end, batch, busy)
+    enter_time = loop.enter_time
     return Schedule(
-        ready_time=ready,
+        ready_time=np.maximum.accumulate(enter_time) if pipeline.delivery == "ordered" else enter_time,
         steps_per_batch=spb,
-        step_start=step_start,
-        step_end=step_end,
-        step_batch=step_batch,
         step_examples=step_examples,
         batch_size=B,
         enter_time=enter_time,
-        take_time=take_time,
-        workers=W,
-        prefetch=C,
-        busy_time=float(sf[des.F_BUSY]),
-        switch_time=float(sf[des.F_SWITCH]),
-        buffer_area=float(sf[des.F_OCC_AREA]),
-        blocked_area=float(sf[des.F_BLOCKED_AREA]),
-        n_events=int(si[des.S_N_EVENTS]),
+        take_time=loop.take_time,
+        workers=pipeline.workers,
+        prefetch=pipeline.prefetch,
+        _steps=steps,
+        **loop.totals(),
     )
-
-
-def _grow(a: np.ndarray, n: int, cap: int) -> np.ndarray:
-    out = np.empty(cap, dtype=a.dtype)
-    out[:n] = a[:n]
-    return out
 
 
 def _shuffle(T, B, base, extra, S, N, draws) -> np.ndarray:
@@ -579,8 +459,8 @@ def simulate_until(pipeline, budget: float, seed: int, batch_size: int | None = 
         if T > 50_000_000:
             raise ValueError(f"time_budget={budget:g} needs more than {T} fresh batches")
         T *= 2
-    n = int(np.searchsorted(schedule.step_end, budget, side="right"))
+    n = schedule._steps.count_until(budget)
     if n == 0:
         raise ValueError(f"time_budget={budget:g}: no optimizer step ends within the budget "
-                         f"(the first ends at {schedule.step_end[0]:.4g})")
+                         f"(the first ends at {schedule.time_after([1])[0]:.4g})")
     return schedule, schedule.first_steps(n)

@@ -76,6 +76,12 @@ FAMILIES: dict[str, type] = {}
 # This moves the moments by less than 1e-300.
 _TINY = np.finfo(np.float64).tiny
 
+
+def _at_least_tiny(draws: np.ndarray) -> np.ndarray:
+    """`draws` raised to `_TINY` where below, in place (a large draw needs no copy)."""
+    return np.maximum(draws, _TINY, out=draws)
+
+
 # A trace longer than this gets a short, non-round-trippable repr.
 _TRACE_REPR_MAX = 8
 
@@ -271,7 +277,7 @@ class Exponential(ServiceTime):
         return self.mean**2
 
     def _sample(self, rng, n):
-        return np.maximum(rng.exponential(self.mean, n), _TINY)
+        return _at_least_tiny(rng.exponential(self.mean, n))
 
     def _scaled(self, c):
         return Exponential(self.mean * c)
@@ -313,7 +319,7 @@ class Gamma(ServiceTime):
     def _sample(self, rng, n):
         if math.isinf(self.alpha):  # cv = 0, the degenerate limit
             return np.full(n, self.mean, dtype=np.float64)
-        return np.maximum(rng.gamma(self.alpha, self.theta, n), _TINY)
+        return _at_least_tiny(rng.gamma(self.alpha, self.theta, n))
 
     def _scaled(self, c):
         return Gamma(self.mean * c, self.cv)
@@ -354,7 +360,7 @@ class LogNormal(ServiceTime):
     def _sample(self, rng, n):
         if self.cv == 0.0:
             return np.full(n, self.mean, dtype=np.float64)
-        return np.maximum(rng.lognormal(self.mu, self.sigma, n), _TINY)
+        return _at_least_tiny(rng.lognormal(self.mu, self.sigma, n))
 
     def _scaled(self, c):
         return LogNormal(self.mean * c, self.cv)

@@ -198,7 +198,7 @@ def run(problem: Problem, optimizer: Optimizer, *, batch_size: int, echo=1, n_ba
         if status >= 0:
             diverged_unit = start + int(status) + 1
             break
-    return _finish(problem, optimizer, S, log_w, log_avg, log_end, diverged_unit)
+    return _finish(problem, optimizer, S, log_w, log_avg, log_end, diverged_unit, _log_times(S))
 
 
 def run_many(problem: Problem, optimizers, *, batch_size: int, echo=1, n_batches: int | None = None,
@@ -251,7 +251,8 @@ def run_many(problem: Problem, optimizers, *, batch_size: int, echo=1, n_batches
                 diverged_unit[i] = start + int(flags[i]) + 1
         if alive == 0:
             break
-    return [_finish(problem, o, s, log_w[:, :, i], log_avg[:, :, i], log_end[:, :, i], diverged_unit[i])
+    times = _log_times(S)  # the same for every learning rate
+    return [_finish(problem, o, s, log_w[:, :, i], log_avg[:, :, i], log_end[:, :, i], diverged_unit[i], times)
             for i, (o, s) in enumerate(zip(optimizers, setups))]
 
 
@@ -337,9 +338,19 @@ def _chunks(problem, optimizer, S):
         yield start, stop, X, Y, rows, first_log, last_log, local
 
 
-def _finish(problem, optimizer, S, log_w, log_avg, log_end, diverged_unit) -> Trajectory:
-    """Excess risks at the log points, steps, times and status: the Trajectory of one run."""
-    logs, cum, feed, by_step, schedule, K = S.logs, S.cum, S.feed, S.by_step, S.schedule, S.K
+def _log_times(S) -> np.ndarray | None:
+    """Simulated time at point 0 and at every log point (None without a clock), read from
+    the schedule in one pass over its steps (a long schedule keeps no per-step arrays)."""
+    if not S.schedule.timed:
+        return None
+    points = np.concatenate([[0], S.logs])
+    steps = points if S.by_step else S.feed.steps_after(points)
+    return S.schedule.time_after(steps)
+
+
+def _finish(problem, optimizer, S, log_w, log_avg, log_end, diverged_unit, times) -> Trajectory:
+    """Excess risks at the log points, steps, times (`_log_times`) and status: the Trajectory of one run."""
+    logs, cum, feed, by_step, K = S.logs, S.cum, S.feed, S.by_step, S.K
     n_ok = len(logs) if diverged_unit is None else int(np.searchsorted(logs, cum[diverged_unit]))
     points = np.concatenate([[0], logs[:n_ok]])  # in log units: fresh batches, or steps
     units = np.searchsorted(cum, points, side="left") if by_step else points  # kernel units begun
@@ -357,10 +368,7 @@ def _finish(problem, optimizer, S, log_w, log_avg, log_end, diverged_unit) -> Tr
         points, units, W, W_avg = points[:n_keep], units[:n_keep], W[:n_keep], W_avg[:n_keep]
         risks = [r[:n_keep] for r in risks]
     steps = points if by_step else feed.steps_after(units)
-    time = None
-    if schedule.timed:
-        step_end = np.asarray(schedule.step_end, dtype=np.float64)
-        time = np.where(steps > 0, step_end[np.maximum(steps - 1, 0)], 0.0)
+    time = None if times is None else times[:len(points)]
     info = dict(problem=repr(problem), optimizer=repr(optimizer), batch_size=S.B, n_batches=S.T,
                 echo=float(K.mean()), seed=S.seed, dtype=S.dtype.name, log_unit=S.log_unit)
     return Trajectory(

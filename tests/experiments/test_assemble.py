@@ -77,3 +77,24 @@ def test_a_group_that_fails_as_a_whole_falls_back_to_one_run_at_a_time(monkeypat
     assert {p["summary"]["status"] for p in got} == {"ok", "diverged"}  # no "failed": each ran alone
     for payload, spec in zip(got, group):
         assert_payloads_equal(payload, execute_run(spec))
+
+
+@pytest.mark.parametrize("budget", [{"n_batches": 300}, {"n_batches": 300, "max_steps": 700, "log_unit": "step"},
+                                    {"time_budget": 900.0}], ids=["batches", "step-budget", "time-budget"])
+def test_a_long_pipeline_run_gives_the_payload_of_one_that_holds_its_steps(budget, monkeypatch):
+    """Steps derived in chunks of 29 (see echosim.pipeline.stream) change no result."""
+    from echosim.pipeline import stream
+
+    config = {
+        "problem": {"kind": "least_squares", "dim": 3},
+        "pipeline": {"arrival": {"kind": "gamma", "mean": 4.0, "cv": 0.5}, "policy": ["greedy", "fixed"],
+                     "step_time": {"kind": "gamma", "mean": 1.0, "cv": 0.3}, "switch_overhead": 0.1},
+        "optimizer": {"lr": 0.1, "batch_size": 4, "echo": 2.5},
+        "sweep": {"name": "long", **budget},
+    }
+    runs = parse_config(config).runs
+    held = [execute_run(spec) for spec in runs]
+    monkeypatch.setattr(stream, "STEP_CHUNK", 29)
+    for spec, want in zip(runs, held):
+        assert want["summary"]["status"] == "ok" and want["summary"]["n_steps"] > 10 * 29
+        assert_payloads_equal(execute_run(spec), want)

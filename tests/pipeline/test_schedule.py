@@ -10,11 +10,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from echosim.pipeline import schedule as pl
-from echosim.pipeline.service_times import Deterministic, Exponential, Gamma
+from echosim.pipeline import stream
+from echosim.pipeline.service_times import Deterministic, Exponential, Gamma, Stall
 from echosim.pipeline.traces import Trace
 from echosim.pipeline.model import POLICIES, Pipeline
-from echosim.pipeline.schedule import Schedule, simulate, simulate_with_times
+from echosim.pipeline.schedule import Schedule, simulate, simulate_until, simulate_with_times
 from tests.reference.simpy_pipeline import simulate_simpy
 
 POLICY_KW = {
@@ -448,12 +448,77 @@ def test_greedy_chunks_and_growth_do_not_change_the_result(monkeypatch):
     """Step times drawn in many small chunks, outputs grown many times: same Schedule."""
     p = Pipeline(Exponential(6.0), workers=1, prefetch=3, step_time=Exponential(1.0), policy="greedy")
     ref = simulate(p, 2000, seed=8)
-    monkeypatch.setattr(pl, "_CHUNK_MIN", 8)
-    monkeypatch.setattr(pl, "_CHUNK_MAX", 50)
-    monkeypatch.setattr(pl, "_estimate_echo", lambda pipeline: 1.0)
+    monkeypatch.setattr(stream, "_CHUNK_MIN", 8)
+    monkeypatch.setattr(stream, "_CHUNK_MAX", 50)
+    monkeypatch.setattr(stream, "_estimate_echo", lambda pipeline: 1.0)
     small = simulate(p, 2000, seed=8)
     assert ref.n_steps > 2000 + 1024  # the output had to grow
     assert _same_schedule(ref, small)
+
+
+# ---------------------------------------------------------------------------
+# long schedules: per-batch arrays kept, steps derived chunk by chunk
+
+SMALL_CHUNK = 37  # steps: chunk boundaries fall inside batches
+
+
+def _held_and_derived(p, T, seed, monkeypatch):
+    """The same simulation with its steps held, and derived in chunks of SMALL_CHUNK."""
+    held = simulate(p, T, seed=seed)
+    monkeypatch.setattr(stream, "STEP_CHUNK", SMALL_CHUNK)
+    derived = simulate(p, T, seed=seed)
+    assert held.n_steps > 5 * SMALL_CHUNK
+    assert isinstance(held._steps, stream.HeldSteps) and isinstance(derived._steps, stream.DerivedSteps)
+    return held, derived
+
+
+@pytest.mark.parametrize("policy, delivery, blocking", [m for m in ALL_MODES if m[0] != "example"])
+def test_a_long_schedule_derives_bitwise_the_steps_it_did_not_keep(policy, delivery, blocking, monkeypatch):
+    # greedy draws its step times in chunks of 8 to 50 (their sizes matter: Stall's draws depend on them)
+    monkeypatch.setattr(stream, "_CHUNK_MIN", 8)
+    monkeypatch.setattr(stream, "_CHUNK_MAX", 50)
+    p = Pipeline(Exponential(3.0), workers=2, prefetch=2, step_time=Stall(Gamma(1.0, 0.4), 0.2, 1.5), policy=policy,
+                 delivery=delivery, blocking=blocking, switch_overhead=0.3, **POLICY_KW[policy])
+    held, derived = _held_and_derived(p, 200, 21, monkeypatch)
+    assert _same_schedule(held, derived)
+
+
+@pytest.mark.parametrize("p", [
+    Pipeline(Gamma(5.0, 0.5), workers=1, prefetch=3, step_time=Gamma(1.0, 0.3), policy="greedy"),
+    Pipeline(Gamma(4.0, 0.5), step_time=Stall(Gamma(1.0, 0.2), 0.1, 2.0), policy="fixed", echo=2.5),
+    Pipeline(Exponential(2.0), step_time=Trace([0.5, 1.0, 2.0], mode="cycle"), policy="sync"),
+], ids=["greedy", "fixed", "sync-cyclic"])
+def test_times_and_cuts_of_a_long_schedule_are_read_without_keeping_its_steps(p, monkeypatch):
+    held, derived = _held_and_derived(p, 300, 4, monkeypatch)
+    n = np.arange(held.n_steps + 1)
+    np.testing.assert_array_equal(derived.time_after(n), np.concatenate([[0.0], held.step_end]))
+    np.testing.assert_array_equal(derived.time_after(n[::-7]), derived.time_after(n)[::-7])
+    for k in (1, SMALL_CHUNK, 3 * SMALL_CHUNK + 5, held.n_steps - 1):
+        cut, held_cut = derived.first_steps(k), held.first_steps(k)
+        assert cut.summary() == held_cut.summary() and repr(cut) == repr(held_cut)
+    assert derived.summary() == held.summary()
+    assert derived._steps._arrays is None  # no per-step array was built
+    assert _same_schedule(held.first_steps(100), derived.first_steps(100))
+    assert _same_schedule(held, derived)
+
+
+def test_a_long_time_budget_schedule_is_cut_where_the_held_one_is(monkeypatch):
+    p = Pipeline(Exponential(6.0), workers=2, step_time=Gamma(1.0, 0.3), policy="greedy")
+    held_full, held = simulate_until(p, 500.0, seed=9)
+    monkeypatch.setattr(stream, "STEP_CHUNK", SMALL_CHUNK)
+    full, part = simulate_until(p, 500.0, seed=9)
+    assert isinstance(full._steps, stream.DerivedSteps) and part.n_steps > SMALL_CHUNK
+    assert part.makespan <= 500.0 < full.makespan
+    assert _same_schedule(held_full, full) and _same_schedule(held, part)
+
+
+def test_time_after_needs_a_clock_and_starts_at_zero():
+    s = simulate(Pipeline(Exponential(2.0), policy="greedy"), 20, seed=0)
+    np.testing.assert_array_equal(s.time_after([0, 1, s.n_steps]), [0.0, s.step_end[0], s.makespan])
+    with pytest.raises(ValueError, match="time_after"):
+        Schedule(steps_per_batch=np.array([2, 3])).time_after([1])
+    with pytest.raises(IndexError):
+        s.time_after([s.n_steps + 1])
 
 
 def test_cyclic_trace_step_times_replay_in_order():

@@ -233,6 +233,42 @@ def test_step_logs_at_batch_ends_are_the_batch_logs(optimizer):
     assert len(by_step) == schedule.n_steps + 1 and by_step.info["log_unit"] == "step"
 
 
+TRAJECTORY_FIELDS = ("batches", "steps", "time", "risk", "risk_avg", "risk_end_avg", "w", "w_avg")
+
+
+def assert_same_trajectory(got, want):
+    assert (got.status, got.diverged_at, got.info) == (want.status, want.diverged_at, want.info)
+    for name in TRAJECTORY_FIELDS:
+        assert getattr(got, name).tobytes() == getattr(want, name).tobytes(), name
+
+
+@pytest.mark.parametrize("pipe", [
+    echosim.Pipeline(echosim.Gamma(mean=4.0, cv=0.5), prefetch=3, step_time=echosim.Gamma(mean=1.0, cv=0.3),
+                     policy="greedy", switch_overhead=0.2),
+    echosim.Pipeline(echosim.Exponential(3.0), workers=2, step_time=echosim.LogNormal(mean=1.0, cv=0.5),
+                     policy="fixed", echo=2.5),
+], ids=["greedy", "fixed"])
+@pytest.mark.parametrize("log_unit", ["batch", "step"])
+def test_a_long_pipeline_schedule_runs_bitwise_as_a_held_one(pipe, log_unit, monkeypatch):
+    """A schedule too long to keep its steps (derived in chunks of 41 steps, boundaries
+    mid-run and mid-batch) gives the same runs as the same schedule holding them."""
+    from echosim.pipeline import stream
+
+    held = echosim.simulate(pipe, n_batches=250, seed=6)
+    monkeypatch.setattr(stream, "STEP_CHUNK", 41)
+    derived = echosim.simulate(pipe, n_batches=250, seed=6)
+    assert derived.n_steps > 10 * 41 and isinstance(derived._steps, stream.DerivedSteps)
+    kw = dict(batch_size=4, seed=2, log=80, log_unit=log_unit)
+    assert_same_trajectory(run(LS, EchoedGD(0.1), echo=derived, **kw), run(LS, EchoedGD(0.1), echo=held, **kw))
+    lrs = [0.05, 0.3, 1e4]  # the last one diverges
+    many = echosim.run_many(LS, [EchoedGD(lr) for lr in lrs], echo=derived, **kw)
+    for got, want in zip(many, echosim.run_many(LS, [EchoedGD(lr) for lr in lrs], echo=held, **kw)):
+        assert_same_trajectory(got, want)
+    assert [t.status for t in many] == ["ok", "ok", "diverged"]
+    assert many[0].time[-1] == held.makespan
+    assert derived._steps._arrays is None  # the runs built no per-step array
+
+
 def test_a_number_or_array_of_k_goes_through_the_pipeline_layers_schedule():
     a = run(LS, EchoedGD(0.1), batch_size=8, echo=3, n_batches=20, seed=1)
     b = run(LS, EchoedGD(0.1), batch_size=8, echo=echosim.pipeline.echo_schedule(3, 20), seed=1)
