@@ -13,7 +13,17 @@ from hypothesis import strategies as st
 from scipy import integrate
 from scipy.special import expit, gammaln
 
-from echosim.training.logistic_risk import _rule, gaussian_risk, sigmoid_moment, softplus_moment, sphere_risk
+from echosim.training.logistic_risk import (
+    _g_softplus,
+    _rule,
+    _softplus_remainder,
+    _softplus_table,
+    _tau_sums,
+    gaussian_risk,
+    sigmoid_moment,
+    softplus_moment,
+    sphere_risk,
+)
 
 LOG2 = math.log(2.0)
 DESIGNS = [("gaussian", None), ("sphere", 2), ("sphere", 3), ("sphere", 5), ("sphere", 50)]
@@ -138,6 +148,34 @@ def test_chunked_evaluation_matches_elementwise():
         picks = [0, 1, 4095, 4096, 4500, 9000]
         single = [softplus_moment(s[i], design, dim) for i in picks]
         np.testing.assert_allclose(m[picks], single, rtol=1e-14)  # only BLAS summation order differs
+
+
+
+@pytest.mark.parametrize("design,dim", DESIGNS + [("sphere", 4), ("sphere", 100_000)])
+def test_table_matches_the_rule_it_samples(design, dim):
+    """R_M from the table (and its series near 0) against the composite rule at each s <= s_dense."""
+    rule = _rule(design, dim)
+    s = np.r_[np.linspace(0.0, rule.s_dense, 6001), np.logspace(-8, 0, 200) * rule.s_dense / 60]
+    total, length = _tau_sums(s, rule, _g_softplus, 0)
+    np.testing.assert_allclose(_softplus_remainder(s, rule), total * length, rtol=2e-15)  # measured <= 1.0e-15
+    t = _softplus_table(design, dim)
+    ratio = 1.0 + t.delta / t.mid[:, None]
+    assert np.all((ratio >= 0.5) & (ratio <= 2.0))  # so the differences from mid are exact (Sterbenz)
+
+
+def test_table_kernel_is_exact_on_its_points_and_for_polynomials():
+    from echosim.training.risk_kernel import softplus_remainder
+
+    t = _softplus_table("sphere", 5)
+    poly = np.polynomial.Polynomial([1.0, 0.3, -0.02, 0.001])  # increasing, >= 1; degree < 14 points
+    pieces = np.arange(t.mid.size)[:, None] + 0.5 * (t.x + 1.0)  # the points, with width 1
+    values = poly(pieces)
+    mid = values[:, 7].copy()
+    s = np.r_[np.random.default_rng(0).uniform(0.0, t.mid.size, 500), pieces[0, t.x <= -0.5]]  # x + 1 exact
+    out = np.empty(s.size)
+    softplus_remainder(s, 0.0, 0.0, 0.0, 1.0, t.x, t.lam, mid, values - mid[:, None], out)
+    np.testing.assert_allclose(out, poly(s), rtol=1e-14)
+    np.testing.assert_array_equal(out[500:], values[0, t.x <= -0.5])
 
 
 # ---- F against direct 2-D integration -------------------------------------------------
