@@ -298,11 +298,11 @@ def _blocks(indices):
     return [indices[i:i + _CHUNK] for i in range(0, indices.size, _CHUNK)]
 
 
-def _remainder(s, rule: _Rule, kernel) -> np.ndarray:
-    """2 int_0 g(s z) p(z) dz for g = log1p(e^-t) or t sigma(-t); s >= 0, any shape."""
-    flat = s.ravel()
-    total, length = _tau_sums(flat, rule, kernel, 0)
-    return (total * length).reshape(s.shape)
+@lru_cache(maxsize=256)
+def _sigmoid_remainder(design: str, dim: int | None, s_v: float) -> float:
+    """R_N(s_v) = 2 int_0 s_v z sigma(-s_v z) p(z) dz: one value per problem, so cached."""
+    total, length = _tau_sums(np.array([s_v]), _rule(design, dim), _g_sigmoid, 0)
+    return float(total[0] * length[0])
 
 
 def _validate_s(s) -> np.ndarray:
@@ -374,14 +374,15 @@ def _risk(s_u, proj, s_v, rule: _Rule):
     """
     s_u = np.asarray(s_u, dtype=float)
     proj = np.clip(np.asarray(proj, dtype=float), -s_u, s_u)
-    s_u, proj = np.broadcast_arrays(s_u, proj)
+    if s_u.shape != proj.shape:
+        s_u, proj = np.broadcast_arrays(s_u, proj)
     inf = np.isinf(s_u)
     s_fin = np.where(inf, 0.0, s_u)
     r_m = _softplus_remainder(s_fin, rule)
     if s_v == 0:
         out = s_fin * rule.mean_pos + r_m
     else:
-        r_n = float(_remainder(np.asarray(s_v, dtype=float), rule, _g_sigmoid))
+        r_n = _sigmoid_remainder(rule.design, rule.dim, s_v)
         p_fin = np.where(inf, 0.0, proj)
         out = (s_fin - p_fin) * rule.mean_pos + r_m + (p_fin / s_v) * r_n
     return np.where(inf, np.inf, out)[()]
@@ -399,20 +400,22 @@ def _check_pair(first, c, first_name: str, scale_of_bound, bound_desc: str):
     """Arrays (first, c) broadcast; first may be +inf (an overflowed iterate: F = +inf)."""
     first = np.asarray(first, dtype=float)
     c = np.asarray(c, dtype=float)
-    if np.any(np.isnan(first)) or np.any(first < 0):
+    if not np.all(first >= 0):
         raise ValueError(f"{first_name} must be >= 0 (or +inf), got NaN or a negative value")
     if np.any(np.isnan(c)):
         raise ValueError("c must not be NaN")
-    try:
-        first, c = np.broadcast_arrays(first, c)
-    except ValueError:
-        raise ValueError(f"{first_name} of shape {first.shape} and c of shape {c.shape} must broadcast "
-                         "together") from None
+    if first.shape != c.shape:
+        try:
+            first, c = np.broadcast_arrays(first, c)
+        except ValueError:
+            raise ValueError(f"{first_name} of shape {first.shape} and c of shape {c.shape} must broadcast "
+                             "together") from None
     # compare |c| / scale with sqrt(first) (no squaring: no overflow or underflow at extreme w)
     finite = np.isfinite(first)
-    if np.any(np.abs(c[finite]) / scale_of_bound > first[finite] * (1.0 + _CS_RTOL) + 1e-300):
+    first_fin, c_fin = (first, c) if finite.all() else (first[finite], c[finite])
+    if np.any(np.abs(c_fin) / scale_of_bound > first_fin * (1.0 + _CS_RTOL) + 1e-300):
         raise ValueError(f"c must satisfy Cauchy-Schwarz |c| <= {bound_desc}")
-    if np.any(~np.isfinite(c[finite])):
+    if not np.all(np.isfinite(c_fin)):
         raise ValueError("c must be finite where the norm is")
     return first, c
 
