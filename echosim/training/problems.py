@@ -176,6 +176,32 @@ def _check_W(W, dim):
     return W
 
 
+def _scale_and_projection(W, lam, v):
+    """Per row w of W: (sqrt(sum_j lam_j w_j^2), sum_j lam_j w_j v_j), lam = None meaning ones.
+
+    Rows whose weighted square is within 1e-280..1e280 are summed as they are; the others
+    (also 0, NaN and inf rows) are rescaled by their largest entry first, so that nothing
+    under- or overflows; a non-finite row gives (+inf, 0). Row by row (einsum, not BLAS):
+    a row's values do not depend on the other rows.
+    """
+    lv = v if lam is None else lam * v
+    with np.errstate(invalid="ignore", over="ignore"):
+        sq = np.einsum("ij,ij->i", W, W) if lam is None else np.einsum("ij,j->i", W * W, lam)
+        scale, proj = np.sqrt(sq), np.einsum("ij,j->i", W, lv)
+        rest = np.flatnonzero(~((sq > 1e-280) & (sq < 1e280)))
+        R = W[rest]
+        if R.any():  # zero rows are right already
+            m = np.max(np.abs(R), axis=1)
+            ok = np.isfinite(m) & (m > 0)
+            U = R / np.where(ok, m, 1.0)[:, None]
+            U[~ok] = 0.0
+            m = np.where(ok, m, np.where(m == 0, 0.0, np.inf))  # NaN rows count as +inf
+            uu = np.einsum("ij,ij->i", U, U) if lam is None else np.einsum("ij,j->i", U * U, lam)
+            scale[rest] = np.where(ok, m * np.sqrt(uu), m)
+            proj[rest] = np.where(ok, m * np.einsum("ij,j->i", U, lv), 0.0)
+    return scale, proj
+
+
 class _SyntheticDesign:
     """x ~ N(0, diag(λ)) with λ_i = i^{−decay}, or x uniform on the sphere of radius r."""
 
@@ -330,26 +356,15 @@ class Logistic(_SyntheticDesign, Problem):
         return X, np.where(rng.random(n) < p, 1.0, -1.0)
 
     def risk(self, W):
-        """F(w) per row; rows are rescaled by their largest entry first, so that iterates
-        from 1e-300 to 1e300 neither under- nor overflow; a non-finite row gives +inf."""
+        """F(w) per row; iterates from 1e-300 to 1e300 neither under- nor overflow (see
+        `_scale_and_projection`); a non-finite row gives +inf."""
         W = _check_W(W, self._dim)
-        with np.errstate(invalid="ignore", over="ignore"):
-            m = np.max(np.abs(W), axis=1)
-            ok = np.isfinite(m) & (m > 0)
-            U = W / np.where(ok, m, 1.0)[:, None]
-            U[~ok] = 0.0
-            m = np.where(ok, m, np.where(m == 0, 0.0, np.inf))  # NaN rows count as +inf
-            if self.design == "sphere":
-                norm_w = np.where(ok, m * np.linalg.norm(U, axis=1), m)
-                c = m * (U @ self.w_star)
-                c[~ok] = 0.0
-                return _logistic_risk.sphere_risk(norm_w, c, float(np.linalg.norm(self.w_star)),
-                                                  self.radius, self._dim)
-            lam = self.eigenvalues
-            s_u = np.where(ok, m * np.sqrt((U**2) @ lam), m)
-            c = m * (U @ (lam * self.w_star))
-            c[~ok] = 0.0
-            return _logistic_risk.gaussian_risk_scaled(s_u, c, float(self.w_star**2 @ lam))
+        if self.design == "sphere":
+            norm_w, c = _scale_and_projection(W, None, self.w_star)
+            return _logistic_risk.sphere_risk(norm_w, c, float(np.linalg.norm(self.w_star)), self.radius, self._dim)
+        lam = self.eigenvalues
+        s_u, c = _scale_and_projection(W, lam, self.w_star)
+        return _logistic_risk.gaussian_risk_scaled(s_u, c, float(self.w_star**2 @ lam))
 
     @property
     def constants_kind(self) -> str:

@@ -55,6 +55,26 @@ def test_w_star_minimises_the_population_risk(problem):
     assert problem.excess_risk(problem.w_star)[0] == pytest.approx(0.0, abs=1e-12)
 
 
+
+@pytest.mark.parametrize("design", ["sphere", "gaussian"])
+def test_logistic_risk_rows_are_independent_and_continuous_across_rescaling(design):
+    """Rows are summed as they are, or rescaled first near under-/overflow: either way F(w)."""
+    from echosim.training.problems import _scale_and_projection
+
+    p = Logistic(dim=5, design=design, decay=1.0)
+    w = np.array([1.0, -1.0, 2.0, 0.5, -3.0])
+    W = np.vstack([w, 1e-139 * w, 1e-141 * w, 1e139 * w, 1e141 * w, np.zeros(5), np.full(5, np.nan)])
+    lam = None if design == "sphere" else p.eigenvalues
+    scale, proj = _scale_and_projection(W, lam, p.w_star)
+    for i, row in enumerate(W):
+        alone = _scale_and_projection(row[None, :], lam, p.w_star)
+        assert (alone[0][0], alone[1][0]) == (scale[i], proj[i])
+    size = np.sqrt(w**2 @ (np.ones(5) if lam is None else lam))
+    np.testing.assert_allclose(scale[:5], size * np.array([1, 1e-139, 1e-141, 1e139, 1e141]), rtol=1e-15)
+    assert (scale[5], proj[5]) == (0.0, 0.0) and (scale[6], proj[6]) == (np.inf, 0.0)
+    np.testing.assert_array_equal(p.risk(W)[[1, 2, 5]], p.risk(np.zeros(5))[0])
+
+
 def test_least_squares_excess_risk_is_the_quadratic_form():
     p = LeastSquares(dim=3, decay=1.0)
     w = np.array([0.1, -0.2, 0.3])
