@@ -358,8 +358,12 @@ def _finish(problem, optimizer, S, log_w, log_avg, log_end, diverged_unit, times
     W = np.vstack([w_start, log_w[:n_ok].astype(np.float64)])
     W_avg = np.vstack([w_start, log_avg[:n_ok]])
     W_end = np.vstack([w_start, log_end[:n_ok]])
+    iterates, risks = (W, W_avg, W_end), []
     with np.errstate(over="ignore", invalid="ignore"):
-        risks = [problem.excess_risk(M) for M in (W, W_avg, W_end)]
+        for k, M in enumerate(iterates):
+            # an identical earlier array is not evaluated again (K = 1: both averages are the same sums)
+            twin = next((i for i in range(k) if np.array_equal(iterates[i], M)), None)
+            risks.append(problem.excess_risk(M) if twin is None else risks[twin].copy())
     limit = DIVERGENCE_FACTOR * max(float(risks[0][0]) + float(problem.F_star), np.finfo(np.float64).tiny)
     finite = np.all(np.isfinite(risks), axis=0) & (risks[0] <= limit)
     if not finite.all():

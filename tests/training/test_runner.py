@@ -81,6 +81,23 @@ def test_results_do_not_depend_on_the_chunk_size(monkeypatch):
     np.testing.assert_array_equal(full.risk, chunked.risk)
 
 
+
+def test_identical_averages_are_evaluated_once(monkeypatch):
+    """K = 1: every step ends a batch, so both averages, and their risks, are the same."""
+    problem = Logistic(dim=4)
+    calls = []
+    risk = problem.excess_risk
+    monkeypatch.setattr(problem, "excess_risk", lambda W: (calls.append(len(W)), risk(W))[1])
+    for K, n_calls in ((1, 2), (2, 3)):
+        calls.clear()
+        traj = run(problem, EchoedGD(0.5), batch_size=4, echo=K, n_batches=30)
+        assert len(calls) == n_calls
+    one = run(problem, EchoedGD(0.5), batch_size=4, echo=1, n_batches=30)
+    np.testing.assert_array_equal(one.risk_avg, one.risk_end_avg)
+    assert one.risk_avg is not one.risk_end_avg
+    assert not np.array_equal(traj.risk_avg, traj.risk_end_avg)
+
+
 def test_learning_rate_schedule_as_callable_and_array():
     T = 30
     sched = run(LS, EchoedGD(lambda t: 0.2 / np.sqrt(t + 1)), batch_size=8, echo=2, n_batches=T, seed=1)
