@@ -330,7 +330,7 @@ class Logistic(_SyntheticDesign, Problem):
 
     w* is then the population minimiser. The population risk is computed without
     Monte-Carlo noise by reducing it to two one-dimensional integrals
-    (``echosim.training.logistic_risk``), accurate to about 1e-10.
+    (``echosim.training.logistic_risk``), accurate to about 1e-15 relative.
 
     Parameters
     ----------
