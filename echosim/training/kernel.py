@@ -271,29 +271,34 @@ def _log(w, avg_sum, end_sum, counters, log_w, log_avg, log_end, row):
         log_end[row, j] = end_sum[j] / counters[1] if counters[1] > 0 else w[j]
 
 
-@njit(cache=True, fastmath=_FASTMATH)
-def _batch_grad_many(X, y, rows, W, loss, l2, G, Xt, yt, Rt, Gt):
-    """G[:, l] ← ∇f_S(W[:, l]) + l2·W[:, l] for every column l of W (d, L): squared or binary loss.
-
-    The matrix-matrix shape of `_batch_grad`, with loops over the batch's rows
-    innermost, so that they are long and vectorise: the batch is first copied
-    transposed, Xt (d, n), yt (n,). Margins, then ℓ', go into Rt (Lp, n) four
-    columns by four features at a time (one load and store of a margin serves four
-    multiply-adds); the gradient is a dot product over rows into Gt (Lp, d), two
-    columns by four features at a time. Lp is L rounded up to a multiple of four;
-    the extra columns repeat the last one's margins, so every column goes through
-    the same code and its result does not depend on L or on its neighbours.
-    """
-    d, L = W.shape
+@njit(cache=True)
+def _transpose_rows(X, y, rows, Xt, yt):
+    """Xt[:, q], yt[q] ← X[i_q], y[i_q] for the batch's rows i_q: all of X, or `rows` if non-empty."""
     full = rows.shape[0] == 0
-    n = X.shape[0] if full else rows.shape[0]
-    scale = 1.0 / n
-    zero = W.dtype.type(0)
-    for q in range(n):
+    for q in range(Xt.shape[1]):
         i = q if full else rows[q]
         yt[q] = y[i]
-        for j in range(d):
+        for j in range(X.shape[1]):
             Xt[j, q] = X[i, j]
+
+
+@njit(cache=True, fastmath=_FASTMATH)
+def _batch_grad_many(Xt, yt, W, loss, l2, G, Rt, Gt):
+    """G[:, l] ← ∇f_S(W[:, l]) + l2·W[:, l] for every column l of W (d, L): squared or binary loss.
+
+    The batch comes transposed, Xt (d, n) and yt (n,) (`_transpose_rows`), so that
+    the loops over its rows are innermost, long and vectorised. Margins, then ℓ',
+    go into Rt (Lp, n) four columns by four features at a time (one load and store
+    of a margin serves four multiply-adds); the gradient is a dot product over rows
+    into Gt (Lp, d), two columns by four features at a time. Lp is L rounded up to a
+    multiple of four; the extra columns repeat the last one's margins, so every
+    column goes through the same code and its result does not depend on L or on its
+    neighbours.
+    """
+    d, L = W.shape
+    n = Xt.shape[1]
+    scale = 1.0 / n
+    zero = W.dtype.type(0)
     d4 = d - d % 4
     for l0 in range(0, Rt.shape[0], 4):
         l1, l2_, l3 = min(l0 + 1, L - 1), min(l0 + 2, L - 1), min(l0 + 3, L - 1)
@@ -376,7 +381,7 @@ def echo_chunk_many(
     anchor = np.empty_like(W)
     n = rows.shape[1] if rows.shape[0] > 0 else X.shape[1]
     Lp = L + (-L) % 4
-    X_T = np.empty((d, n), dtype=W.dtype)  # the step's rows, transposed
+    X_T = np.empty((d, n), dtype=W.dtype)  # the step's rows, transposed (`_transpose_rows`)
     y_T = np.empty(n, dtype=Y.dtype)
     Rt = np.empty((Lp, n), dtype=W.dtype)
     Gt = np.empty((Lp, d), dtype=W.dtype)
@@ -385,25 +390,26 @@ def echo_chunk_many(
     next_log = 0
     alive = L
     for t in range(X.shape[0]):
-        Xt = X[t]
-        Yt = Y[t]
+        if rows.shape[0] == 0:  # full-batch steps: one copy per batch
+            _transpose_rows(X[t], Y[t], no_rows, X_T, y_T)
         if method == METHOD_PROX:
             anchor[:, :] = W
         for k_t in range(K[t]):
-            r = rows[step_in_chunk] if rows.shape[0] > 0 else no_rows
+            if rows.shape[0] > 0:
+                _transpose_rows(X[t], Y[t], rows[step_in_chunk], X_T, y_T)
             if method == METHOD_NESTEROV:
                 k = counters[0]
                 mu = k / (k + 3.0) if momentum < 0.0 else momentum
                 for j in range(d):
                     for l in range(L):
                         ahead[j, l] = W[j, l] + mu * (W[j, l] - W_prev[j, l])
-                _batch_grad_many(Xt, Yt, r, ahead, loss, l2, G, X_T, y_T, Rt, Gt)
+                _batch_grad_many(X_T, y_T, ahead, loss, l2, G, Rt, Gt)
                 for j in range(d):
                     for l in range(L):
                         W_prev[j, l] = W[j, l]
                         W[j, l] = ahead[j, l] - lr[t, l] * G[j, l]
             else:
-                _batch_grad_many(Xt, Yt, r, W, loss, l2, G, X_T, y_T, Rt, Gt)
+                _batch_grad_many(X_T, y_T, W, loss, l2, G, Rt, Gt)
                 if method == METHOD_PROX:
                     for j in range(d):
                         for l in range(L):

@@ -100,8 +100,8 @@ def logistic_grad(X, y, rows, w, g, r, labels):
 
 
 @njit(fastmath=_FASTMATH)
-def batch_grad_many(X, y, rows, W, G, Xt, yt, Rt, Gt):
-    _batch_grad_many(X, y, rows, W, codes.LOSS_LOGISTIC, 0.0, G, Xt, yt, Rt, Gt)
+def batch_grad_many(Xt, yt, W, G, Rt, Gt):
+    _batch_grad_many(Xt, yt, W, codes.LOSS_LOGISTIC, 0.0, G, Rt, Gt)
 
 
 PACKED_DIVISION = {"x86_64": r"\bv?divpd\b", "AMD64": r"\bv?divpd\b", "aarch64": r"\bfdiv\s+v\d+\.2d"}
@@ -115,8 +115,8 @@ def test_both_kernels_evaluate_the_logistic_derivative_in_vector_registers():
     no_rows = np.zeros(0, dtype=np.int64)
     logistic_grad(X, y, no_rows, np.ones(d), np.zeros(d), np.empty(_BLOCK), np.empty(_BLOCK))
     Lp = L + (-L) % 4
-    batch_grad_many(X, y, no_rows, np.ones((d, L)), np.zeros((d, L)), np.empty((d, B)), np.empty(B),
-                    np.empty((Lp, B)), np.empty((Lp, d)))
+    batch_grad_many(np.ascontiguousarray(X.T), y, np.ones((d, L)), np.zeros((d, L)), np.empty((Lp, B)),
+                    np.empty((Lp, d)))
     for kernel in (logistic_grad, batch_grad_many):
         asm = kernel.inspect_asm(kernel.signatures[0])
         assert re.search(PACKED_DIVISION[platform.machine()], asm), kernel.__name__
