@@ -276,10 +276,10 @@ def _transpose_rows(X, y, rows, Xt, yt):
     """Xt[:, q], yt[q] ← X[i_q], y[i_q] for the batch's rows i_q: all of X, or `rows` if non-empty."""
     full = rows.shape[0] == 0
     for q in range(Xt.shape[1]):
-        i = q if full else rows[q]
-        yt[q] = y[i]
-        for j in range(X.shape[1]):
-            Xt[j, q] = X[i, j]
+        yt[q] = y[q if full else rows[q]]
+    for j in range(X.shape[1]):  # contiguous writes, strided reads: faster than the other way round
+        for q in range(Xt.shape[1]):
+            Xt[j, q] = X[q if full else rows[q], j]
 
 
 @njit(cache=True, fastmath=_FASTMATH)
