@@ -271,43 +271,89 @@ def _log(w, avg_sum, end_sum, counters, log_w, log_avg, log_end, row):
         log_end[row, j] = end_sum[j] / counters[1] if counters[1] > 0 else w[j]
 
 
+@njit(cache=True)
+def _transpose_rows(X, y, rows, Xt, yt):
+    """Xt[:, q], yt[q] ← X[i_q], y[i_q] for the batch's rows i_q: all of X, or `rows` if non-empty."""
+    full = rows.shape[0] == 0
+    for q in range(Xt.shape[1]):
+        yt[q] = y[q if full else rows[q]]
+    for j in range(X.shape[1]):  # contiguous writes, strided reads: faster than the other way round
+        for q in range(Xt.shape[1]):
+            Xt[j, q] = X[q if full else rows[q], j]
+
+
 @njit(cache=True, fastmath=_FASTMATH)
-def _batch_grad_many(X, y, rows, W, loss, l2, G, Z, R):
+def _batch_grad_many(Xt, yt, W, loss, l2, G, Rt, Gt):
     """G[:, l] ← ∇f_S(W[:, l]) + l2·W[:, l] for every column l of W (d, L): squared or binary loss.
 
-    The matrix-matrix shape of `_batch_grad`: rows four at a time, and for each row
-    the L margins, the L loss derivatives and the L gradient updates are contiguous
-    loops over l, so one read of a row of X serves every iterate. Z and R are (4, L)
-    scratch arrays.
+    The batch comes transposed, Xt (d, n) and yt (n,) (`_transpose_rows`), so that
+    the loops over its rows are innermost, long and vectorised. Margins, then ℓ',
+    go into Rt (Lp, n) four columns by four features at a time (one load and store
+    of a margin serves four multiply-adds); the gradient is a dot product over rows
+    into Gt (Lp, d), two columns by four features at a time. Lp is L rounded up to a
+    multiple of four; the extra columns repeat the last one's margins, so every
+    column goes through the same code and its result does not depend on L or on its
+    neighbours.
     """
     d, L = W.shape
-    G[:, :] = 0.0
-    full = rows.shape[0] == 0
-    n = X.shape[0] if full else rows.shape[0]
+    n = Xt.shape[1]
     scale = 1.0 / n
-    for k in range(0, n, 4):
-        m = min(4, n - k)
-        Z[:, :] = 0.0
-        for q in range(m):
-            i = k + q if full else rows[k + q]
-            for j in range(d):
-                x = X[i, j]
-                for l in range(L):
-                    Z[q, l] += x * W[j, l]
-        for q in range(m):
-            yi = y[k + q if full else rows[k + q]]
+    zero = W.dtype.type(0)
+    d4 = d - d % 4
+    for l0 in range(0, Rt.shape[0], 4):
+        l1, l2_, l3 = min(l0 + 1, L - 1), min(l0 + 2, L - 1), min(l0 + 3, L - 1)
+        Rt[l0:l0 + 4, :n] = 0.0
+        for j in range(0, d4, 4):
+            w00, w01, w02, w03 = W[j, l0], W[j, l1], W[j, l2_], W[j, l3]
+            w10, w11, w12, w13 = W[j + 1, l0], W[j + 1, l1], W[j + 1, l2_], W[j + 1, l3]
+            w20, w21, w22, w23 = W[j + 2, l0], W[j + 2, l1], W[j + 2, l2_], W[j + 2, l3]
+            w30, w31, w32, w33 = W[j + 3, l0], W[j + 3, l1], W[j + 3, l2_], W[j + 3, l3]
+            for q in range(n):
+                x0, x1, x2, x3 = Xt[j, q], Xt[j + 1, q], Xt[j + 2, q], Xt[j + 3, q]
+                Rt[l0, q] = Rt[l0, q] + x0 * w00 + x1 * w10 + x2 * w20 + x3 * w30
+                Rt[l0 + 1, q] = Rt[l0 + 1, q] + x0 * w01 + x1 * w11 + x2 * w21 + x3 * w31
+                Rt[l0 + 2, q] = Rt[l0 + 2, q] + x0 * w02 + x1 * w12 + x2 * w22 + x3 * w32
+                Rt[l0 + 3, q] = Rt[l0 + 3, q] + x0 * w03 + x1 * w13 + x2 * w23 + x3 * w33
+        for j in range(d4, d):
+            w0, w1, w2, w3 = W[j, l0], W[j, l1], W[j, l2_], W[j, l3]
+            for q in range(n):
+                x = Xt[j, q]
+                Rt[l0, q] += x * w0
+                Rt[l0 + 1, q] += x * w1
+                Rt[l0 + 2, q] += x * w2
+                Rt[l0 + 3, q] += x * w3
+        for l in range(l0, min(l0 + 4, L)):  # the extra columns are not used past their margins
             if loss == LOSS_SQUARED:  # a loop per loss, with ℓ' fixed in each, so that both vectorise
-                for l in range(L):
-                    R[q, l] = W.dtype.type(_dloss(Z[q, l], yi, LOSS_SQUARED) * scale)
+                for q in range(n):
+                    Rt[l, q] = W.dtype.type(_dloss(Rt[l, q], yt[q], LOSS_SQUARED) * scale)
             else:
-                for l in range(L):
-                    R[q, l] = W.dtype.type(_dloss(Z[q, l], yi, LOSS_LOGISTIC) * scale)
-        for q in range(m):
-            i = k + q if full else rows[k + q]
-            for j in range(d):
-                x = X[i, j]
-                for l in range(L):
-                    G[j, l] += R[q, l] * x
+                for q in range(n):
+                    Rt[l, q] = W.dtype.type(_dloss(Rt[l, q], yt[q], LOSS_LOGISTIC) * scale)
+    for l in range(0, L, 2):
+        for j in range(0, d4, 4):
+            s00 = s01 = s02 = s03 = s10 = s11 = s12 = s13 = zero
+            for q in range(n):
+                r0, r1 = Rt[l, q], Rt[l + 1, q]
+                x0, x1, x2, x3 = Xt[j, q], Xt[j + 1, q], Xt[j + 2, q], Xt[j + 3, q]
+                s00 += r0 * x0
+                s01 += r0 * x1
+                s02 += r0 * x2
+                s03 += r0 * x3
+                s10 += r1 * x0
+                s11 += r1 * x1
+                s12 += r1 * x2
+                s13 += r1 * x3
+            Gt[l, j], Gt[l, j + 1], Gt[l, j + 2], Gt[l, j + 3] = s00, s01, s02, s03
+            Gt[l + 1, j], Gt[l + 1, j + 1], Gt[l + 1, j + 2], Gt[l + 1, j + 3] = s10, s11, s12, s13
+        for j in range(d4, d):
+            s0 = s1 = zero
+            for q in range(n):
+                s0 += Rt[l, q] * Xt[j, q]
+                s1 += Rt[l + 1, q] * Xt[j, q]
+            Gt[l, j], Gt[l + 1, j] = s0, s1
+    for j in range(d):
+        for l in range(L):
+            G[j, l] = Gt[l, j]
     if l2 != 0.0:
         for j in range(d):
             for l in range(L):
@@ -333,32 +379,37 @@ def echo_chunk_many(
     G = np.empty_like(W)
     ahead = np.empty_like(W)
     anchor = np.empty_like(W)
-    Z = np.empty((4, L), dtype=W.dtype)
-    R = np.empty((4, L), dtype=W.dtype)
+    n = rows.shape[1] if rows.shape[0] > 0 else X.shape[1]
+    Lp = L + (-L) % 4
+    X_T = np.empty((d, n), dtype=W.dtype)  # the step's rows, transposed (`_transpose_rows`)
+    y_T = np.empty(n, dtype=Y.dtype)
+    Rt = np.empty((Lp, n), dtype=W.dtype)
+    Gt = np.empty((Lp, d), dtype=W.dtype)
     no_rows = np.empty(0, dtype=np.int64)
     step_in_chunk = 0
     next_log = 0
     alive = L
     for t in range(X.shape[0]):
-        Xt = X[t]
-        Yt = Y[t]
+        if rows.shape[0] == 0:  # full-batch steps: one copy per batch
+            _transpose_rows(X[t], Y[t], no_rows, X_T, y_T)
         if method == METHOD_PROX:
             anchor[:, :] = W
         for k_t in range(K[t]):
-            r = rows[step_in_chunk] if rows.shape[0] > 0 else no_rows
+            if rows.shape[0] > 0:
+                _transpose_rows(X[t], Y[t], rows[step_in_chunk], X_T, y_T)
             if method == METHOD_NESTEROV:
                 k = counters[0]
                 mu = k / (k + 3.0) if momentum < 0.0 else momentum
                 for j in range(d):
                     for l in range(L):
                         ahead[j, l] = W[j, l] + mu * (W[j, l] - W_prev[j, l])
-                _batch_grad_many(Xt, Yt, r, ahead, loss, l2, G, Z, R)
+                _batch_grad_many(X_T, y_T, ahead, loss, l2, G, Rt, Gt)
                 for j in range(d):
                     for l in range(L):
                         W_prev[j, l] = W[j, l]
                         W[j, l] = ahead[j, l] - lr[t, l] * G[j, l]
             else:
-                _batch_grad_many(Xt, Yt, r, W, loss, l2, G, Z, R)
+                _batch_grad_many(X_T, y_T, W, loss, l2, G, Rt, Gt)
                 if method == METHOD_PROX:
                     for j in range(d):
                         for l in range(L):

@@ -210,7 +210,7 @@ def run_many(problem: Problem, optimizers, *, batch_size: int, echo=1, n_batches
     kernel (`echosim.training.kernel.echo_chunk_many`) advances all L iterates on
     each batch while it is in cache, in a matrix-matrix shape. Each Trajectory
     equals that of ``run(problem, optimizer, ...)`` up to rounding (rtol 1e-12 in
-    the tests): the margins are summed in another order. A column's arithmetic does
+    the tests): sums over features and rows go in another order. A column's arithmetic does
     not depend on the other columns, so each Trajectory is bitwise the same whatever
     learning rates share the call (a group of one included): sweeps run every spec
     through here, so results never depend on how runs were grouped. The softmax loss

@@ -100,8 +100,8 @@ def logistic_grad(X, y, rows, w, g, r, labels):
 
 
 @njit(fastmath=_FASTMATH)
-def batch_grad_many(X, y, rows, W, G, Z, R):
-    _batch_grad_many(X, y, rows, W, codes.LOSS_LOGISTIC, 0.0, G, Z, R)
+def batch_grad_many(Xt, yt, W, G, Rt, Gt):
+    _batch_grad_many(Xt, yt, W, codes.LOSS_LOGISTIC, 0.0, G, Rt, Gt)
 
 
 PACKED_DIVISION = {"x86_64": r"\bv?divpd\b", "AMD64": r"\bv?divpd\b", "aarch64": r"\bfdiv\s+v\d+\.2d"}
@@ -109,12 +109,14 @@ PACKED_DIVISION = {"x86_64": r"\bv?divpd\b", "AMD64": r"\bv?divpd\b", "aarch64":
 
 @pytest.mark.skipif(platform.machine() not in PACKED_DIVISION, reason="an instruction set we do not read")
 def test_both_kernels_evaluate_the_logistic_derivative_in_vector_registers():
-    # the only division in these loops is σ's: a packed one means ℓ' runs several rows (or lrs) at a time
+    # the only division in these loops is σ's: a packed one means ℓ' runs several rows at a time
     d, B, L = 3, 2 * _BLOCK + 5, 9
     X, y = rng.standard_normal((B, d)), np.sign(rng.standard_normal(B))
     no_rows = np.zeros(0, dtype=np.int64)
     logistic_grad(X, y, no_rows, np.ones(d), np.zeros(d), np.empty(_BLOCK), np.empty(_BLOCK))
-    batch_grad_many(X, y, no_rows, np.ones((d, L)), np.zeros((d, L)), np.zeros((4, L)), np.zeros((4, L)))
+    Lp = L + (-L) % 4
+    batch_grad_many(np.ascontiguousarray(X.T), y, np.ones((d, L)), np.zeros((d, L)), np.empty((Lp, B)),
+                    np.empty((Lp, d)))
     for kernel in (logistic_grad, batch_grad_many):
         asm = kernel.inspect_asm(kernel.signatures[0])
         assert re.search(PACKED_DIVISION[platform.machine()], asm), kernel.__name__

@@ -166,14 +166,17 @@ def test_many_learning_rates_kernel_matches_naive_twin_per_column(seed, T, B, d,
 
 
 @pytest.mark.parametrize("loss", ["squared", "logistic"])
-def test_a_column_of_the_many_learning_rates_kernel_is_bitwise_the_same_whatever_shares_the_call(loss):
-    # L = 9: the loops over learning rates run columns 0-7 in vector registers and column 8 alone
-    X, Y, rng = draw_problem(11, 5, 2 * _BLOCK + 7, 4, loss)
+@pytest.mark.parametrize("L", [7, 8, 9, 41])
+@pytest.mark.parametrize("d", [4, 7])
+def test_a_column_of_the_many_learning_rates_kernel_is_bitwise_the_same_whatever_shares_the_call(loss, L, d):
+    # Columns go four at a time (L rounded up, the extra ones repeating the last), each alone is
+    # L = 1; d = 7: features go four at a time, then one by one.
+    X, Y, rng = draw_problem(11, 5, 2 * _BLOCK + 7, d, loss)
     K = rng.integers(1, 4, size=5)
-    lrs = rng.uniform(0.0, 1.0, size=(5, 9))
-    w0 = rng.standard_normal(4)
+    lrs = rng.uniform(0.0, 1.0, size=(5, L))
+    w0 = rng.standard_normal(d)
     _, together = kernel_many_run(X, Y, K, lrs, loss=loss, w0=w0)
-    for col in (0, 3, 8):
+    for col in sorted({0, 3 % L, L // 2, L - 1}):
         _, alone = kernel_many_run(X, Y, K, lrs[:, col:col + 1], loss=loss, w0=w0)
         for got, want in zip(together, alone):
             np.testing.assert_array_equal(got[:, :, col], want[:, :, 0])
