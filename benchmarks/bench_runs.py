@@ -16,7 +16,8 @@ One run on one core prints, side by side (µs per optimizer step unless said):
 - sweep       the 0.1 default sweep's grid (benchmarks/configs/default_sweep_0.1.toml,
               1,476 runs) end to end, including compilation (a fresh Numba cache),
               on 1 and 2 workers: 0.1's ``python -m echosim sweep``, this tree's
-              ``sweep`` (one run at a time) and ``execute_group`` over the grid's
+              ``sweep`` (learning-rate groups, a fresh store, no lr-grid extension) and
+              ``execute_group`` over the grid's
               learning-rate groups (each payload added to a ``store.Store`` and flushed);
 - memory      peak RSS of a 10⁶-batch run with log="auto" (least squares d=10, B=16).
 
@@ -425,7 +426,8 @@ def main(argv=None):
         variants = []
         if "0.1" in roots:
             variants.append(("0.1", "`python -m echosim sweep` (one run at a time)", roots["0.1"], "cli"))
-        variants.append(("this tree", "`python -m echosim sweep` (one run at a time, not grouped)", ROOT, "cli"))
+        variants.append(("this tree", "`python -m echosim sweep` (learning-rate groups; fresh store, no lr extension)",
+                         ROOT, "cli"))
         variants.append(("this tree", "`execute_group` over the 36 learning-rate groups", ROOT, "groups"))
         results = {}
         for rep in range(args.sweep_repeats):
@@ -437,6 +439,8 @@ def main(argv=None):
                         if kind == "cli":
                             cmd = [sys.executable, "-m", "echosim", "sweep", SWEEP_CONFIG, "--workers", str(w),
                                    "--out", out, "--no-plot"]
+                            if root == ROOT:  # the same 1,476 runs as 0.1, none reused from a store
+                                cmd += ["--store", os.path.join(tmp, "store"), "--set", "sweep.lr_extend=0"]
                         else:
                             cmd = [sys.executable, os.path.abspath(__file__), "--sweep-after", str(w), "--out", out]
                         elapsed, tail = timed(cmd, env, cwd=root)
