@@ -182,18 +182,22 @@ def _bound(row, t):
     return theory.echoed_gd_bound(**kw, lr=row["optimizer.lr"])
 
 
+def _at_theory_step(rows) -> np.ndarray:
+    """Which runs took their bound's own step size (lr = "theory")."""
+    rule = rows.get("optimizer.lr_rule")
+    return np.zeros(len(rows), dtype=bool) if rule is None else (rule == "theory").to_numpy()
+
+
 def bounds_vs_simulation_view(summary, curves, tuned) -> dict:
     """Per method (and batch size): the mean excess risk over seeds (and a 10–90% band)
     of the iterate its bound is about, next to the bound with the run's own parameters
     at every t. Minibatch SGD varies B, the echoed methods K."""
     panels = []
-    rule = summary["optimizer.lr_rule"] if "optimizer.lr_rule" in summary else summary["optimizer.method"] * 0
-    at_theory = rule.eq("theory")
     for method in ("minibatch_sgd", "echoed_gd", "echoed_prox", "echoed_nesterov"):
         rows_m = summary[summary["optimizer.method"] == method]
         by_B = [(None, rows_m)] if method == "minibatch_sgd" else list(rows_m.groupby("optimizer.batch_size"))
         for (B, rows_B), theory_step in itertools.product(by_B, (True, False)):
-            rows = rows_B[at_theory[rows_B.index] == theory_step]
+            rows = rows_B[_at_theory_step(rows_B) == theory_step]
             if not len(rows):
                 continue
             vary = "optimizer.batch_size" if method == "minibatch_sgd" else "optimizer.echo"

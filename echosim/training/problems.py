@@ -445,19 +445,20 @@ class Dataset(Problem):
             raise ValueError(f"eval_rows must be a positive integer (rows of the risk's subsample), got {eval_rows!r}")
         self.w_star = self._solve()
         self.eval_rows, self.eval_bias = X.shape[0], 0.0
-        if eval_rows is not None:
-            self._use_eval_rows(eval_rows)
-        self.F_star = float(self.risk(self.w_star)[0]) - self.eval_bias
+        if eval_rows is not None and eval_rows < X.shape[0]:
+            self._use_eval_rows(int(eval_rows))
+        else:
+            self.F_star = float(self.risk(self.w_star)[0])
 
-    def _use_eval_rows(self, eval_rows):
-        n = self.X.shape[0]
-        if eval_rows >= n:
-            return
-        rows = np.sort(np.random.default_rng(EVAL_SEED).choice(n, size=int(eval_rows), replace=False))
+    def _use_eval_rows(self, m):
+        """Evaluate the risk on a fixed subsample of m rows: F* becomes min F_S, and w* sits eval_bias above it."""
+        rows = np.sort(np.random.default_rng(EVAL_SEED).choice(self.X.shape[0], size=m, replace=False))
         self._eval = (np.ascontiguousarray(self.X[rows]), np.ascontiguousarray(self.y[rows]))
-        self.eval_rows = int(eval_rows)
+        self.eval_rows = m
+        at_w_star = float(self.risk(self.w_star)[0])
         w_S = self._newton(1e-10, 100, start=self.w_star)
-        self.eval_bias = max(0.0, float(self.risk(self.w_star)[0] - self.risk(w_S)[0]))
+        self.F_star = min(at_w_star, float(self.risk(w_S)[0]))
+        self.eval_bias = at_w_star - self.F_star
 
     @property
     def n_features(self) -> int:
