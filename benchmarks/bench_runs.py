@@ -253,7 +253,8 @@ def sweep_after_groups(workers, config, out):
     from multiprocessing import get_context
 
     from echosim.experiments import store
-    from echosim.experiments.assemble import execute_group, group_by_learning_rate, warm_up
+    from echosim.experiments.assemble import execute_group, group_by_learning_rate
+    from echosim.experiments.executors import warm_up
     from echosim.experiments.config import load_config
 
     conf = load_config(config)

@@ -42,7 +42,7 @@ def main(argv=None) -> int:
 
     from importlib import resources
 
-    from echosim.experiments import assemble, config, store, sweep
+    from echosim.experiments import assemble, config, executors, store, sweep
 
     overrides = ["sweep.lr_extend=0"] + (["sweep.repetitions=1"] if args.quick else [])  # a fixed set of runs
     conf = config.default_config(overrides)
@@ -50,7 +50,7 @@ def main(argv=None) -> int:
     rows = []
 
     t = time.perf_counter()
-    compile_s = assemble.warm_up(conf)
+    compile_s = executors.warm_up(conf)
     rows.append(("kernel compile / cache load (parent)", f"{compile_s:.2f} s", ""))
 
     rate = {}

@@ -13,9 +13,9 @@ import time
 import numpy as np
 
 from echosim.experiments import store
-from echosim.experiments.specs import SweepConfig, build_optimizer, build_pipeline, build_problem
+from echosim.experiments.specs import build_optimizer, build_pipeline, build_problem
 
-__all__ = ["execute_run", "execute_group", "group_by_learning_rate", "schedule_of", "warm_up"]
+__all__ = ["execute_run", "execute_group", "group_by_learning_rate", "schedule_of"]
 
 
 # --------------------------------------------------------------------------- one run
@@ -188,35 +188,5 @@ def execute_group(specs) -> list[dict]:
         row.update(store.provenance())
         payloads.append({"summary": row, "curves": curves})
     return payloads
-
-
-# --------------------------------------------------------------------------- warm-up
-
-
-def warm_up(config: SweepConfig | None = None) -> float:
-    """Compile (or load from Numba's cache) every kernel the sweep needs; returns seconds.
-
-    Called in the parent before forking workers (they inherit the compiled code) and,
-    under Dask, once on every worker.
-    """
-    from echosim.training.runner import compile_kernels
-
-    t0 = time.perf_counter()
-    dtypes = {"float64"}
-    pipelines = True
-    if config is not None:
-        dtypes = {r.run.get("dtype", "float64") for r in config.runs} or {"float64"}
-        pipelines = any(r.pipeline is not None for r in config.runs)
-    compile_kernels(tuple(sorted(dtypes)))
-    if pipelines:
-        from echosim.pipeline.model import Pipeline
-        from echosim.pipeline.schedule import simulate
-
-        simulate(Pipeline(1.0, policy="fixed", echo=1.0), n_batches=2, seed=0)
-    return time.perf_counter() - t0
-
-
-def _warm_all():  # for Dask workers
-    return warm_up(None)
 
 

@@ -17,7 +17,8 @@ import time
 from collections.abc import Iterator
 
 from echosim.experiments import store
-from echosim.experiments.assemble import _one_line, _warm_all, execute_group, group_by_learning_rate
+from echosim.experiments.assemble import _one_line, execute_group, group_by_learning_rate
+from echosim.experiments.specs import SweepConfig
 
 __all__ = ["SweepError", "Progress", "default_workers", "serial", "local", "dask"]
 
@@ -185,3 +186,77 @@ def dask(pending, scheduler: str) -> Iterator[dict]:
             yield from payloads
     finally:
         client.close()
+
+
+# --------------------------------------------------------------------------- warm-up
+
+
+def warm_up(config: SweepConfig | None = None, workers: int = 1) -> float:
+    """Compile (or load from Numba's cache) every kernel the sweep needs; returns seconds.
+
+    Called in the parent before forking workers (they inherit the compiled code) and,
+    under Dask, once on every worker. With `workers` ≥ 2, a helper process compiles
+    the batch draws and the pipeline kernels into Numba's on-disk cache while this
+    process compiles the optimizer kernels, and this process then loads them from
+    the cache: two cores compile at once. Without a usable cache (or a helper) this
+    process compiles them itself, as it would alone.
+    """
+    t0 = time.perf_counter()
+    dtypes, parts = _kernel_parts(config)
+    mine, theirs = [p for p in parts if p in ("many", "single")], [p for p in parts if p in ("draws", "pipeline")]
+    helper = _start_helper(theirs, dtypes) if workers > 1 and mine and theirs else None
+    _compile(mine, dtypes)
+    if helper is not None:
+        helper.join()
+    _compile(theirs, dtypes)
+    return time.perf_counter() - t0
+
+
+def _kernel_parts(config: SweepConfig | None) -> tuple[tuple, list]:
+    """(dtypes, parts) a sweep of `config` runs: "many" (`run_many`'s kernel), "single"
+    (`run`'s: the softmax loss), "draws" (synthetic batches), "pipeline"; all of them
+    for `config` None."""
+    if config is None:
+        return ("float64",), ["many", "single", "draws", "pipeline"]
+    runs = list(config.runs)
+    dtypes = tuple(sorted({r.run.get("dtype", "float64") for r in runs})) or ("float64",)
+    softmax = [r.problem.get("loss") == "softmax" for r in runs]
+    parts = ["many"] * (not all(softmax)) + ["single"] * any(softmax)
+    parts += ["draws"] * any(r.problem["kind"] != "dataset" for r in runs)
+    parts += ["pipeline"] * any(r.pipeline is not None for r in runs)
+    return dtypes, parts
+
+
+def _compile(parts, dtypes) -> None:
+    from echosim.training.runner import compile_kernels
+
+    compile_kernels(dtypes, kernels=[p for p in parts if p != "pipeline"])
+    if "pipeline" in parts:
+        from echosim.pipeline.model import Pipeline
+        from echosim.pipeline.schedule import simulate
+
+        simulate(Pipeline(1.0, policy="fixed", echo=1.0), n_batches=2, seed=0)
+
+
+def _compile_in_helper(parent: int, parts, dtypes) -> None:
+    _die_with_parent(parent)
+    _compile(parts, dtypes)
+
+
+def _start_helper(parts, dtypes):
+    """A forked process that compiles `parts` into Numba's cache, or None where there is no fork."""
+    import multiprocessing
+
+    if "fork" not in multiprocessing.get_all_start_methods():
+        return None
+    helper = multiprocessing.get_context("fork").Process(target=_compile_in_helper, daemon=True,
+                                                         args=(os.getpid(), parts, dtypes))
+    try:
+        helper.start()
+    except (AssertionError, OSError):  # a daemon process may not have children; no more processes
+        return None
+    return helper
+
+
+def _warm_all():  # for Dask workers
+    return warm_up(None)

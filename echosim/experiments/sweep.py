@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from echosim.experiments import store
-from echosim.experiments.assemble import _log_every, execute_group, group_by_learning_rate, group_key, warm_up
+from echosim.experiments.assemble import _log_every, execute_group, group_by_learning_rate, group_key
 from echosim.pipeline.schedule import mean_batch_time
 from echosim.experiments import executors
 from echosim.experiments.executors import Progress, default_workers
@@ -162,7 +162,7 @@ def run_sweep(config: SweepConfig, out=None, *, workers: int | None = None, sche
             if not pending:
                 return
             if not counter["new"]:
-                counter["compile"] = warm_up(config) if scheduler is None else 0.0
+                counter["compile"] = executors.warm_up(config, workers) if scheduler is None else 0.0
             used = 0 if scheduler is not None else min(workers, len(group_by_learning_rate(pending)))
             counter["workers"] = max(counter["workers"], used)
             if scheduler is not None:
@@ -332,7 +332,7 @@ def estimate(config: SweepConfig, out=None, workers: int | None = None, store_di
     out = Path(out) if out is not None else config.default_out()
     done = store.Store(store_dir).finished()
     pending = [r for r in config.runs if r.run_id not in done]
-    compile_s = warm_up(config)
+    compile_s = executors.warm_up(config, workers)
     if not pending:
         return {"n_runs": len(config.runs), "n_pending": 0, "seconds": 0.0, "compile_seconds": compile_s,
                 "workers": workers, "method": "nothing to run"}

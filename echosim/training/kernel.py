@@ -222,7 +222,8 @@ def echo_chunk(
         Xt = X[t]
         Yt = Y[t]
         if method == METHOD_PROX:
-            anchor[:] = w
+            for j in range(d):  # a loop, not anchor[:] = w: array-to-array slice assignment compiles seconds of error formatting
+                anchor[j] = w[j]
         for k_t in range(K[t]):
             r = rows[step_in_chunk] if rows.shape[0] > 0 else no_rows
             if method == METHOD_NESTEROV:
@@ -393,7 +394,9 @@ def echo_chunk_many(
         if rows.shape[0] == 0:  # full-batch steps: one copy per batch
             _transpose_rows(X[t], Y[t], no_rows, X_T, y_T)
         if method == METHOD_PROX:
-            anchor[:, :] = W
+            for j in range(d):  # a loop, as in `echo_chunk`
+                for l in range(L):
+                    anchor[j, l] = W[j, l]
         for k_t in range(K[t]):
             if rows.shape[0] > 0:
                 _transpose_rows(X[t], Y[t], rows[step_in_chunk], X_T, y_T)

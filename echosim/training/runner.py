@@ -440,15 +440,40 @@ class _ExampleFeed:
         return units
 
 
-def compile_kernels(dtypes=("float64",)) -> None:
-    """Compile (or load from Numba's cache) the optimizer kernels and batch draws for `dtypes`.
+KERNEL_PARTS = ("many", "single", "draws")  # what `compile_kernels` can compile
 
-    Call it once in a parent process before starting workers, so that forked
-    workers inherit the compiled code instead of compiling it again each.
+
+def compile_kernels(dtypes=("float64",), *, kernels=KERNEL_PARTS) -> None:
+    """Compile (or load from Numba's cache) the kernels named in `kernels` for `dtypes`.
+
+    kernels: any of "many" (`run_many`'s kernel), "single" (`run`'s), "draws" (the
+    synthetic problems' batch draws). Call it once in a parent process before
+    starting workers, so that forked workers inherit the compiled code instead of
+    compiling it again each. The kernels are called on tiny arrays of the types
+    `run` and `run_many` pass (a test holds that a real run adds no signature), so
+    each part compiles alone: two processes can compile two parts at once.
     """
-    from echosim.training.problems import LeastSquares
+    unknown = set(kernels) - set(KERNEL_PARTS)
+    if unknown:
+        raise ValueError(f"kernels must be among {KERNEL_PARTS}, got {sorted(unknown)}")
+    from echosim.training import kernel
 
-    problem = LeastSquares(dim=1)
-    for dtype in dtypes:
-        run(problem, EchoedGD(0.0), batch_size=1, echo=1, n_batches=1, dtype=dtype)
-        run_many(problem, [EchoedGD(0.0), EchoedGD(0.0)], batch_size=1, echo=1, n_batches=1, dtype=dtype)
+    for dtype in map(np.dtype, dtypes):
+        X, Y = np.zeros((1, 1, 1), dtype=dtype), np.zeros((1, 1), dtype=dtype)
+        K, no_rows, logs = np.ones(1, dtype=np.int64), np.zeros((0, 0), dtype=np.int64), np.zeros(1, dtype=np.int64)
+        counters, zeros = np.zeros(2, dtype=np.int64), np.zeros(1)
+        if "draws" in kernels:
+            from echosim.training.problems import LeastSquares
+
+            LeastSquares(dim=1).batches(0, 0, 1, 1, dtype)
+        if "single" in kernels:
+            w = np.zeros(1, dtype=dtype)
+            kernel.echo_chunk(X, Y, K, zeros, no_rows, 0, 0, 0.0, -1.0, 0.0, w, w.copy(), zeros.copy(),
+                              zeros.copy(), counters.copy(), logs, False, np.empty((1, 1), dtype=dtype),
+                              np.empty((1, 1)), np.empty((1, 1)))
+        if "many" in kernels:
+            W = np.zeros((1, 1), dtype=dtype)
+            kernel.echo_chunk_many(X, Y, K, np.zeros((1, 1)), no_rows, 0, 0, 0.0, -1.0, 0.0, W, W.copy(),
+                                   np.zeros((1, 1)), np.zeros((1, 1)), counters.copy(), np.full(1, -1),
+                                   logs, False, np.empty((1, 1, 1), dtype=dtype), np.empty((1, 1, 1)),
+                                   np.empty((1, 1, 1)))

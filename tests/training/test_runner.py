@@ -324,3 +324,35 @@ def test_run_many_refuses_optimizers_that_differ_beyond_the_learning_rate():
         echosim.run_many(LS, [EchoedGD(0.1), EchoedNesterov(0.1)], batch_size=4, n_batches=2)
     with pytest.raises(ValueError, match="differing only in lr"):
         echosim.run_many(LS, [EchoedProx(0.1, lam=1.0), EchoedProx(0.1, lam=2.0)], batch_size=4, n_batches=2)
+
+
+def test_compiled_kernels_have_the_types_real_runs_pass():
+    """`compile_kernels` calls each kernel on tiny arrays; a real run afterwards must reuse
+    that compiled code (no new signature), or a sweep's workers would compile again."""
+    from echosim.pipeline.model import Pipeline
+    from echosim.pipeline.schedule import simulate
+    from echosim.pipeline.service_times import Exponential
+    from echosim.training import kernel, sampling
+
+    dispatchers = (kernel.echo_chunk, kernel.echo_chunk_many, sampling.draw_block)
+    experiment.compile_kernels(("float64", "float32"))
+    compiled = [set(f.signatures) for f in dispatchers]
+    example = simulate(Pipeline(arrival=Exponential(3.0), policy="example", echo=2.5), n_batches=6, seed=0,
+                       batch_size=4)
+    for dtype in ("float64", "float32"):
+        for problem in (LeastSquares(dim=3), Logistic(dim=3), LOGI):
+            for opt in (EchoedGD(0.1), EchoedSGD(0.1, sub_batch=2), EchoedNesterov(0.1), EchoedProx(0.1, lam=0.5),
+                        MinibatchSGD(0.1)):
+                echo = 1 if isinstance(opt, MinibatchSGD) else 3
+                for log_unit in ("batch", "step"):
+                    kw = dict(batch_size=4, echo=echo, n_batches=5, dtype=dtype, log_unit=log_unit)
+                    run(problem, opt, **kw)
+                    echosim.run_many(problem, [opt, opt], **kw)
+        run(LS, EchoedGD(0.1), batch_size=4, echo=example, dtype=dtype)
+        echosim.run_many(LS, [EchoedGD(0.1)], batch_size=4, echo=example, dtype=dtype)
+    assert [set(f.signatures) for f in dispatchers] == compiled
+
+
+def test_compile_kernels_names_what_it_can_compile():
+    with pytest.raises(ValueError, match="kernels must be among"):
+        experiment.compile_kernels(kernels=["many", "everything"])

@@ -1,0 +1,64 @@
+"""Getting processes ready: the warm-up compiles what a sweep uses, on two cores when it has two."""
+
+import multiprocessing
+import os
+
+import numpy as np
+import pytest
+
+from echosim.experiments import executors
+from echosim.experiments.config import load_config, parse_config
+
+RUNS = {"optimizer": {"lr": [0.1], "batch_size": 4, "echo": [1, 2]}, "sweep": {"n_batches": 5}}
+
+
+def test_the_warm_up_compiles_the_parts_the_configs_runs_use(tmp_path):
+    rng = np.random.default_rng(0)
+    np.savez(tmp_path / "d.npz", X=rng.standard_normal((40, 3)), y=rng.integers(0, 3, 40))
+    softmax = parse_config({"problem": {"kind": "dataset", "path": str(tmp_path / "d.npz"), "loss": "softmax"},
+                            **RUNS})
+    no_pipeline = parse_config({"problem": {"kind": "least_squares", "dim": 3}, "optimizer": RUNS["optimizer"],
+                                "sweep": {"n_batches": 5, "dtype": "float32"}})
+    assert executors._kernel_parts(softmax) == (("float64",), ["single"])
+    assert executors._kernel_parts(no_pipeline) == (("float32",), ["many", "draws"])
+    assert executors._kernel_parts(load_config(None)) == (("float64",), ["many", "draws", "pipeline"])
+    assert executors._kernel_parts(None) == (("float64",), ["many", "single", "draws", "pipeline"])
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_with_two_workers_a_helper_compiles_draws_and_pipeline_alongside(workers, tmp_path, monkeypatch):
+    log = tmp_path / "compiled"
+
+    def record(parts, dtypes):  # forked into the helper too: each process appends its own line
+        with open(log, "a") as f:
+            f.write(f"{os.getpid()} {','.join(parts)}\n")
+
+    monkeypatch.setattr(executors, "_compile", record)
+    executors.warm_up(load_config(None), workers)
+    lines = [line.split() for line in log.read_text().splitlines()]
+    me = str(os.getpid())
+    if workers == 1:
+        assert lines == [[me, "many"], [me, "draws,pipeline"]]
+    else:
+        # the helper compiles draws and pipeline while this process compiles "many"; this
+        # process loads them only after the helper has finished (its line comes first)
+        first_two = {parts: pid for pid, parts in lines[:2]}
+        assert first_two.keys() == {"many", "draws,pipeline"}
+        assert first_two["many"] == me and first_two["draws,pipeline"] != me
+        assert lines[2:] == [[me, "draws,pipeline"]]
+    assert multiprocessing.active_children() == []  # the helper is gone
+
+
+def test_the_warm_up_still_compiles_everything_when_the_helper_fails(tmp_path, monkeypatch):
+    log = tmp_path / "compiled"
+
+    def record(parts, dtypes):
+        if os.getpid() != me:
+            os._exit(3)  # the helper dies before compiling anything
+        with open(log, "a") as f:
+            f.write(",".join(parts) + "\n")
+
+    me = os.getpid()
+    monkeypatch.setattr(executors, "_compile", record)
+    executors.warm_up(load_config(None), 2)
+    assert log.read_text().splitlines() == ["many", "draws,pipeline"]
