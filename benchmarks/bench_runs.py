@@ -14,11 +14,9 @@ One run on one core prints, side by side (µs per optimizer step unless said):
               calls of ``echo_chunk`` (pre-made batches), on the sweep's logistic
               shape (d=10, B=2048) and on least squares (d=100, B=256);
 - sweep       the 0.1 default sweep's grid (benchmarks/configs/default_sweep_0.1.toml,
-              1,476 runs) end to end, including compilation (a fresh Numba cache),
-              on 1 and 2 workers: 0.1's ``python -m echosim sweep``, this tree's
-              ``sweep`` (learning-rate groups, a fresh store, no lr-grid extension) and
-              ``execute_group`` over the grid's
-              learning-rate groups (each payload added to a ``store.Store`` and flushed);
+              1,476 runs) end to end, whole process, on 1 and 2 workers, with a fresh
+              Numba cache (compiling) and a warm one: 0.1's ``python -m echosim sweep``,
+              this tree's and --base's (a fresh store, no lr-grid extension);
 - memory      peak RSS of a 10⁶-batch run with log="auto" (least squares d=10, B=16).
 
 Timings are medians (and IQR) of ``--repeats`` interleaved repeats of the process's
@@ -248,33 +246,6 @@ def worker(T):
 # --------------------------------------------------------------------------- sweeps and memory
 
 
-def sweep_after_groups(workers, config, out):
-    """The 0.1 grid through execute_group, one group per task, payloads written as they come."""
-    from multiprocessing import get_context
-
-    from echosim.experiments import store
-    from echosim.experiments.assemble import execute_group, group_by_learning_rate
-    from echosim.experiments.executors import warm_up
-    from echosim.experiments.config import load_config
-
-    conf = load_config(config)
-    groups = group_by_learning_rate(conf.runs)
-    warm_up(conf)
-    n = 0
-    if workers == 1:
-        results = map(execute_group, groups)
-    else:
-        pool = get_context("fork").Pool(workers)
-        results = pool.imap_unordered(execute_group, groups)
-    runs = store.Store(out)
-    for payloads in results:
-        for p in payloads:
-            runs.add(p)
-            n += 1
-        runs.flush()
-    print(json.dumps({"runs": n, "groups": len(groups)}))
-
-
 def peak_memory(n_batches):
     import resource
 
@@ -287,6 +258,59 @@ def peak_memory(n_batches):
     echosim.run(p, echosim.EchoedGD(0.05), batch_size=16, echo=1, n_batches=n_batches, log="auto")
     print(json.dumps({"peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "base_mb": base,
                       "seconds": time.perf_counter() - t0}))
+
+
+def sweep_rows(roots, repeats):
+    """The 0.1 grid end to end, whole process, wall clock: each tree with a fresh Numba cache
+    (compiling) and with a warm one (its own cache, filled by an untimed run first), on 1
+    and 2 workers, interleaved; this tree and --base with a fresh store and no lr extension
+    (the same 1,476 runs as 0.1)."""
+    import statistics
+
+    print(f"\n## The 0.1 default sweep's grid end to end (s, wall clock of the whole process, median of "
+          f"{repeats} interleaved repeat(s))\n")
+    cases = [(label, cache, w) for label in roots for cache in ("fresh", "warm") for w in (1, 2)]
+    results = {case: [] for case in cases}
+    with tempfile.TemporaryDirectory(prefix="echosim-bench-") as top:
+        def cmd_env(label, cache, w, tmp):
+            root = roots[label]
+            numba = os.path.join(tmp if cache == "fresh" else top, "numba-" + label.replace(" ", "-"))
+            cmd = [sys.executable, "-m", "echosim", "sweep", SWEEP_CONFIG, "--workers", str(w),
+                   "--out", os.path.join(tmp, "out"), "--no-plot", "--quiet"]
+            if label != "0.1":  # 0.1's default sweep is this grid; it has no store or lr extension
+                cmd += ["--store", os.path.join(tmp, "store"), "--set", "sweep.lr_extend=0"]
+            return cmd, env_for(root, numba)
+
+        for label in roots:  # fill each tree's warm cache
+            with tempfile.TemporaryDirectory(prefix="echosim-bench-") as tmp:
+                cmd, env = cmd_env(label, "warm", 2, tmp)
+                timed(cmd, env, cwd=roots[label])
+        for rep in range(repeats):
+            for case in cases:
+                with tempfile.TemporaryDirectory(prefix="echosim-bench-") as tmp:
+                    cmd, env = cmd_env(*case, tmp)
+                    elapsed, tail = timed(cmd, env, cwd=roots[case[0]])
+                    results[case].append(elapsed if elapsed is not None else tail)
+    print("| code | Numba cache | 1 worker | 2 workers |\n| --- | --- | ---: | ---: |")
+    med = {}
+    for label in roots:
+        for cache in ("fresh", "warm"):
+            cells = []
+            for w in (1, 2):
+                vals = results[(label, cache, w)]
+                nums = [v for v in vals if isinstance(v, float)]
+                if nums:
+                    med[(label, cache, w)] = statistics.median(nums)
+                cells.append(f"{med[(label, cache, w)]:.1f}" if nums else f"failed: {vals[0]}")
+            print(f"| {label} | {cache} | {cells[0]} | {cells[1]} |")
+    print()
+    for other in ("0.1", "base"):
+        for cache in ("fresh", "warm"):
+            for w in (1, 2):
+                if (other, cache, w) in med and ("this tree", cache, w) in med:
+                    target = " (target ≥ 4)" if other == "0.1" and cache == "fresh" else ""
+                    print(f"- {other} / this tree, {cache} cache, {w} worker(s){target}: "
+                          f"{med[(other, cache, w)] / med[('this tree', cache, w)]:.2f}×")
 
 
 def timed(cmd, env, cwd=ROOT):
@@ -320,14 +344,10 @@ def main(argv=None):
     p.add_argument("--only", metavar="TEXT", action="append",
                    help="only the per-step rows whose name contains TEXT (repeatable); no sweeps, no memory row")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
-    p.add_argument("--sweep-after", type=int, metavar="WORKERS", help=argparse.SUPPRESS)
     p.add_argument("--memory", type=int, metavar="BATCHES", help=argparse.SUPPRESS)
-    p.add_argument("--out", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.worker:
         return worker(args.batches)
-    if args.sweep_after:
-        return sweep_after_groups(args.sweep_after, SWEEP_CONFIG, args.out)
     if args.memory:
         return peak_memory(args.memory)
 
@@ -421,39 +441,7 @@ def main(argv=None):
         print(f"- logistic derivatives per second: {', '.join(rates)}")
 
     if not (args.quick or args.only):
-        print(f"\n## The 0.1 default sweep's grid end to end (s, wall clock, fresh Numba cache; "
-              f"{args.sweep_repeats} repeat(s))\n")
-        print("| code | how | 1 worker | 2 workers |\n| --- | --- | ---: | ---: |")
-        variants = []
-        if "0.1" in roots:
-            variants.append(("0.1", "`python -m echosim sweep` (one run at a time)", roots["0.1"], "cli"))
-        variants.append(("this tree", "`python -m echosim sweep` (learning-rate groups; fresh store, no lr extension)",
-                         ROOT, "cli"))
-        variants.append(("this tree", "`execute_group` over the 36 learning-rate groups", ROOT, "groups"))
-        results = {}
-        for rep in range(args.sweep_repeats):
-            for label, how, root, kind in variants:
-                for w in (1, 2):
-                    with tempfile.TemporaryDirectory(prefix="echosim-bench-") as tmp:
-                        env = env_for(root, os.path.join(tmp, "numba"))
-                        out = os.path.join(tmp, "out")
-                        if kind == "cli":
-                            cmd = [sys.executable, "-m", "echosim", "sweep", SWEEP_CONFIG, "--workers", str(w),
-                                   "--out", out, "--no-plot"]
-                            if root == ROOT:  # the same 1,476 runs as 0.1, none reused from a store
-                                cmd += ["--store", os.path.join(tmp, "store"), "--set", "sweep.lr_extend=0"]
-                        else:
-                            cmd = [sys.executable, os.path.abspath(__file__), "--sweep-after", str(w), "--out", out]
-                        elapsed, tail = timed(cmd, env, cwd=root)
-                        results.setdefault((label, how, w), []).append(elapsed if elapsed is not None else tail)
-        for label, how, root, kind in variants:
-            cells = []
-            for w in (1, 2):
-                vals = results[(label, how, w)]
-                nums = [v for v in vals if isinstance(v, float)]
-                cells.append(f"{sorted(nums)[len(nums) // 2]:.1f}" if nums else f"failed: {vals[0]}")
-            print(f"| {label} | {how} | {cells[0]} | {cells[1]} |")
-
+        sweep_rows(roots, args.sweep_repeats)
         print("\n## Memory: one run of 10⁶ fresh batches, log='auto' (least squares d=10, B=16, K=1)\n")
         print("| code | peak RSS (MB) | RSS before the run (MB) | seconds |\n| --- | ---: | ---: | ---: |")
         for label, root in roots.items():
