@@ -222,7 +222,7 @@ def echo_chunk(
         Xt = X[t]
         Yt = Y[t]
         if method == METHOD_PROX:
-            for j in range(d):  # a loop, not anchor[:] = w: array-to-array slice assignment compiles seconds of error formatting
+            for j in range(d):  # not anchor[:] = w: an array-to-array slice copy compiles seconds of error text
                 anchor[j] = w[j]
         for k_t in range(K[t]):
             r = rows[step_in_chunk] if rows.shape[0] > 0 else no_rows

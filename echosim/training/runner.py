@@ -15,7 +15,7 @@ import numpy as np
 from echosim.pipeline.schedule import Schedule, echo_schedule
 from echosim.pipeline.sizes import check_fits
 from echosim.training.codes import LOSS_CODES
-from echosim.training.optimizers import EchoedGD, EchoedNesterov, EchoedSGD, Optimizer, learning_rates
+from echosim.training.optimizers import EchoedNesterov, EchoedSGD, Optimizer, learning_rates
 from echosim.training.problems import BATCHES_PER_BLOCK, STREAM_OPTIMIZER, Problem, block_rng
 
 CHUNK_BYTES = 1 << 20
