@@ -101,6 +101,18 @@ def test_run_prints_one_summary(capsys):
     assert json.loads(capsys.readouterr().out)["status"] == "ok"
 
 
+def test_run_compiles_what_it_uses_on_every_core_before_it_runs(monkeypatch, capsys):
+    from echosim.experiments import assemble, executors
+
+    calls = []
+    monkeypatch.setattr(executors, "warm_up",
+                        lambda conf, workers: calls.append(("warm", executors._kernel_parts(conf)[1], workers)))
+    real = assemble.execute_run
+    monkeypatch.setattr(assemble, "execute_run", lambda spec: calls.append(("run",)) or real(spec))
+    assert main(["run", "--n-batches", "20"]) == 0
+    assert calls == [("warm", ["many", "draws", "pipeline"], executors.default_workers()), ("run",)]
+
+
 def test_plot_writes_png_and_pdf(swept, tmp_path, capsys):
     rc = main(["plot", str(swept), "--out", str(tmp_path)])
     files = capsys.readouterr().out.split()

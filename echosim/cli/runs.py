@@ -106,7 +106,7 @@ def _single_run_config(args):
 
 
 def _cmd_run(args) -> int:
-    from echosim.experiments import store
+    from echosim.experiments import executors, store
     from echosim.experiments.assemble import execute_run
 
     conf = _single_run_config(args)
@@ -115,6 +115,7 @@ def _cmd_run(args) -> int:
         raise ValueError(f"the config gives {len(conf.runs)} runs, run needs exactly one: fix the varying "
                          f"keys with --set (varying: {axes})")
     spec = conf.runs[0]
+    executors.warm_up(conf, executors.default_workers())  # a first run on a machine compiles on every core
     payload = execute_run(spec)
     row = dict(payload["summary"])
     if payload["curves"] is not None:
