@@ -204,7 +204,8 @@ def warm_up(config: SweepConfig | None = None, workers: int = 1) -> float:
     t0 = time.perf_counter()
     dtypes, parts = _kernel_parts(config)
     mine, theirs = [p for p in parts if p in ("many", "single")], [p for p in parts if p in ("draws", "pipeline")]
-    helper = _start_helper(theirs, dtypes) if workers > 1 and mine and theirs else None
+    cold = workers > 1 and mine and not all(_cached(p) for p in theirs)
+    helper = _start_helper(theirs, dtypes) if cold else None
     _compile(mine, dtypes)
     if helper is not None:
         helper.join()
@@ -225,6 +226,21 @@ def _kernel_parts(config: SweepConfig | None) -> tuple[tuple, list]:
     parts += ["draws"] * any(r.problem["kind"] != "dataset" for r in runs)
     parts += ["pipeline"] * any(r.pipeline is not None for r in runs)
     return dtypes, parts
+
+
+def _cached(part: str) -> bool:
+    """Whether Numba's on-disk cache holds code compiled from the current source of `part`'s
+    main kernel. A guess, and only used to skip forking a helper that would merely load
+    it (forking costs ~0.1 s); it reads Numba's private cache index, and any surprise
+    there counts as not cached."""
+    if part == "draws":
+        from echosim.training.sampling import draw_block as kernel
+    else:
+        from echosim.pipeline.kernel import run_des as kernel
+    try:
+        return bool(kernel._cache._cache_file._load_index())
+    except Exception:  # noqa: BLE001 - another Numba version: fork the helper, as when cold
+        return False
 
 
 def _compile(parts, dtypes) -> None:

@@ -25,8 +25,9 @@ def test_the_warm_up_compiles_the_parts_the_configs_runs_use(tmp_path):
     assert executors._kernel_parts(None) == (("float64",), ["many", "single", "draws", "pipeline"])
 
 
-@pytest.mark.parametrize("workers", [1, 2])
-def test_with_two_workers_a_helper_compiles_draws_and_pipeline_alongside(workers, tmp_path, monkeypatch):
+@pytest.mark.parametrize("workers, cached", [(1, False), (2, False), (2, True)])
+def test_with_two_workers_a_helper_compiles_draws_and_pipeline_alongside(workers, cached, tmp_path, monkeypatch):
+    """...unless Numba's cache already holds them: then forking a helper would only cost time."""
     log = tmp_path / "compiled"
 
     def record(parts, dtypes):  # forked into the helper too: each process appends its own line
@@ -34,10 +35,11 @@ def test_with_two_workers_a_helper_compiles_draws_and_pipeline_alongside(workers
             f.write(f"{os.getpid()} {','.join(parts)}\n")
 
     monkeypatch.setattr(executors, "_compile", record)
+    monkeypatch.setattr(executors, "_cached", lambda part: cached)
     executors.warm_up(load_config(None), workers)
     lines = [line.split() for line in log.read_text().splitlines()]
     me = str(os.getpid())
-    if workers == 1:
+    if workers == 1 or cached:
         assert lines == [[me, "many"], [me, "draws,pipeline"]]
     else:
         # the helper compiles draws and pipeline while this process compiles "many"; this
@@ -60,5 +62,18 @@ def test_the_warm_up_still_compiles_everything_when_the_helper_fails(tmp_path, m
 
     me = os.getpid()
     monkeypatch.setattr(executors, "_compile", record)
+    monkeypatch.setattr(executors, "_cached", lambda part: False)
     executors.warm_up(load_config(None), 2)
     assert log.read_text().splitlines() == ["many", "draws,pipeline"]
+
+
+def test_a_cache_filled_from_this_source_counts_as_cached_and_an_empty_one_does_not(tmp_path):
+    import subprocess
+    import sys
+
+    code = ("from echosim.experiments.executors import _cached, _compile; before = _cached('draws'); "
+            "_compile(['draws'], ('float64',)); print(before, _cached('draws'), _cached('pipeline'))")
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "numba"))
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "True", "False"]
+
