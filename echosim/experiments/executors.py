@@ -192,14 +192,15 @@ def dask(pending, scheduler: str) -> Iterator[dict]:
 
 
 def warm_up(config: SweepConfig | None = None, workers: int = 1) -> float:
-    """Compile (or load from Numba's cache) every kernel the sweep needs; returns seconds.
+    """Compile (or load from Numba's cache) every kernel the runs of `config` use; returns seconds.
 
-    Called in the parent before forking workers (they inherit the compiled code) and,
-    under Dask, once on every worker. With `workers` ≥ 2, a helper process compiles
-    the batch draws and the pipeline kernels into Numba's on-disk cache while this
-    process compiles the optimizer kernels, and this process then loads them from
-    the cache: two cores compile at once. Without a usable cache (or a helper) this
-    process compiles them itself, as it would alone.
+    Called in a sweep's parent before forking workers (they inherit the compiled code),
+    under Dask once on every worker, and by ``echosim run`` before its run. With
+    `workers` ≥ 2 and the batch draws or the pipeline kernels not in Numba's on-disk
+    cache yet, a helper process compiles them into it while this process compiles the
+    optimizer kernel, and this process then loads them: two cores compile at once.
+    Without a usable cache (or a helper) this process compiles them itself, as it
+    would alone.
     """
     t0 = time.perf_counter()
     dtypes, parts = _kernel_parts(config)
