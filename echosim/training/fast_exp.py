@@ -30,28 +30,24 @@ _TAYLOR = tuple(1.0 / math.factorial(k) for k in range(14))
 _X_MAX = 750.0  # exp(±750) is already inf / 0 in double; clamping keeps 2^a, 2^b normal
 
 
-@intrinsic
-def _bits(typingctx, x):
-    """The IEEE bits of a float64, as an int64."""
-    if x != types.float64:
-        return None
+def _bitcast(source, target):
+    """An intrinsic that reinterprets a `source` value's bits as a `target` (same width)."""
 
-    def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], context.get_value_type(types.int64))
+    @intrinsic
+    def cast(typingctx, x):
+        if x != source:
+            return None
 
-    return types.int64(types.float64), codegen
+        def codegen(context, builder, signature, args):
+            return builder.bitcast(args[0], context.get_value_type(target))
+
+        return target(source), codegen
+
+    return cast
 
 
-@intrinsic
-def _from_bits(typingctx, i):
-    """The float64 whose IEEE bits are the int64 i."""
-    if i != types.int64:
-        return None
-
-    def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], context.get_value_type(types.float64))
-
-    return types.float64(types.int64), codegen
+_bits = _bitcast(types.float64, types.int64)  # the IEEE bits of a float64
+_from_bits = _bitcast(types.int64, types.float64)  # the float64 of the IEEE bits i
 
 
 @njit(cache=True, fastmath=_FASTMATH)
