@@ -105,8 +105,10 @@ def test_run_compiles_what_it_uses_on_every_core_before_it_runs(monkeypatch, cap
     from echosim.experiments import assemble, executors
 
     calls = []
-    monkeypatch.setattr(executors, "warm_up",
-                        lambda conf, workers: calls.append(("warm", executors._kernel_parts(conf)[1], workers)))
+    def warm_up(conf, workers, announce):
+        calls.append(("warm", executors._kernel_parts(conf)[1], workers))
+
+    monkeypatch.setattr(executors, "warm_up", warm_up)
     real = assemble.execute_run
     monkeypatch.setattr(assemble, "execute_run", lambda spec: calls.append(("run",)) or real(spec))
     assert main(["run", "--n-batches", "20"]) == 0

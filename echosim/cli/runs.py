@@ -115,7 +115,7 @@ def _cmd_run(args) -> int:
         raise ValueError(f"the config gives {len(conf.runs)} runs, run needs exactly one: fix the varying "
                          f"keys with --set (varying: {axes})")
     spec = conf.runs[0]
-    executors.warm_up(conf, executors.default_workers())  # a first run on a machine compiles on every core
+    executors.warm_up(conf, executors.default_workers(), announce=sys.stderr)  # compiles on every core
     payload = execute_run(spec)
     row = dict(payload["summary"])
     if payload["curves"] is not None:

@@ -191,7 +191,7 @@ def dask(pending, scheduler: str) -> Iterator[dict]:
 # --------------------------------------------------------------------------- warm-up
 
 
-def warm_up(config: SweepConfig | None = None, workers: int = 1) -> float:
+def warm_up(config: SweepConfig | None = None, workers: int = 1, announce=None) -> float:
     """Compile (or load from Numba's cache) every kernel the runs of `config` use; returns seconds.
 
     Called in a sweep's parent before forking workers (they inherit the compiled code),
@@ -200,12 +200,16 @@ def warm_up(config: SweepConfig | None = None, workers: int = 1) -> float:
     cache yet, a helper process compiles them into it while this process compiles the
     optimizer kernel, and this process then loads them: two cores compile at once.
     Without a usable cache (or a helper) this process compiles them itself, as it
-    would alone.
+    would alone. `announce`: a stream told in one line when something must be compiled
+    (the first run on a machine waits seconds for it).
     """
     t0 = time.perf_counter()
     dtypes, parts = _kernel_parts(config)
+    cached = {p: _cached(p) for p in parts}
+    if announce is not None and not all(cached.values()):
+        print("compiling the Numba kernels: once per machine, later runs load them from the cache", file=announce)
     mine, theirs = [p for p in parts if p in ("many", "single")], [p for p in parts if p in ("draws", "pipeline")]
-    cold = workers > 1 and mine and not all(_cached(p) for p in theirs)
+    cold = workers > 1 and mine and not all(cached[p] for p in theirs)
     helper = _start_helper(theirs, dtypes) if cold else None
     _compile(mine, dtypes)
     if helper is not None:
@@ -231,10 +235,14 @@ def _kernel_parts(config: SweepConfig | None) -> tuple[tuple, list]:
 
 def _cached(part: str) -> bool:
     """Whether Numba's on-disk cache holds code compiled from the current source of `part`'s
-    main kernel. A guess, and only used to skip forking a helper that would merely load
-    it (forking costs ~0.1 s); it reads Numba's private cache index, and any surprise
-    there counts as not cached."""
-    if part == "draws":
+    main kernel. A guess, used only to skip forking a helper that would merely load it
+    (forking costs ~0.1 s) and to say when compiling starts; it reads Numba's private
+    cache index, and any surprise there counts as not cached."""
+    if part == "many":
+        from echosim.training.kernel import echo_chunk_many as kernel
+    elif part == "single":
+        from echosim.training.kernel import echo_chunk as kernel
+    elif part == "draws":
         from echosim.training.sampling import draw_block as kernel
     else:
         from echosim.pipeline.kernel import run_des as kernel

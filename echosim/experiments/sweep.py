@@ -162,7 +162,8 @@ def run_sweep(config: SweepConfig, out=None, *, workers: int | None = None, sche
             if not pending:
                 return
             if not counter["new"]:
-                counter["compile"] = executors.warm_up(config, workers) if scheduler is None else 0.0
+                counter["compile"] = (executors.warm_up(config, workers, announce=stream if progress else None)
+                                      if scheduler is None else 0.0)
             used = 0 if scheduler is not None else min(workers, len(group_by_learning_rate(pending)))
             counter["workers"] = max(counter["workers"], used)
             if scheduler is not None:

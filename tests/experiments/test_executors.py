@@ -1,5 +1,6 @@
 """Getting processes ready: the warm-up compiles what a sweep uses, on two cores when it has two."""
 
+import io
 import multiprocessing
 import os
 
@@ -76,4 +77,14 @@ def test_a_cache_filled_from_this_source_counts_as_cached_and_an_empty_one_does_
     env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "numba"))
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "True", "False"]
+
+
+@pytest.mark.parametrize("cached", [False, True])
+def test_the_warm_up_says_so_when_it_must_compile(cached, monkeypatch):
+    monkeypatch.setattr(executors, "_compile", lambda parts, dtypes: None)
+    monkeypatch.setattr(executors, "_cached", lambda part: cached)
+    told = io.StringIO()
+    executors.warm_up(load_config(None), 1, announce=told)
+    assert told.getvalue() == ("" if cached else
+                               "compiling the Numba kernels: once per machine, later runs load them from the cache\n")
 
