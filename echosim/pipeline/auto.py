@@ -42,6 +42,7 @@ import numbers
 
 __all__ = ["AutoEcho", "AUTO_OPTIONS"]
 
+_STEP_TO_ONE = True
 AUTO_OPTIONS = {"window": (2, 10_000), "z": (0.0, 10.0)}
 """The options of policy "auto" and their allowed ranges (inclusive)."""
 
@@ -59,6 +60,14 @@ class _Block:
         self.k_sum = 0
         self.k_at_cap = 0
         self.batches = 0
+
+    def merged(self, other: "_Block") -> "_Block":
+        """This block and `other` (an earlier one at the same cap) as one."""
+        m = _Block(self.cap, self.role)
+        for name in ("n", "st", "sy", "stt", "sty", "sdd", "k_sum", "k_at_cap", "batches"):
+            setattr(m, name, getattr(self, name) + getattr(other, name))
+        m.last = self.last
+        return m
 
     def add(self, tau: float, y: float) -> None:
         self.n += 1
@@ -121,7 +130,7 @@ class AutoEcho:
         self._next_dir = "down"
         self._noise = None       # pooled residual variance of y about the block lines
         self._noise_df = 0
-        self._blocks = 0         # blocks behind the noise estimate
+        self._prev_at_base = None  # the base block before the last one (the stall test spans both)
         self._reported = False
         self._dead = False
         self._t = -1
@@ -172,7 +181,6 @@ class AutoEcho:
             w = min(df / (self._noise_df + df), 0.5)
             self._noise = (1 - w) * self._noise + w * v
             self._noise_df = min(self._noise_df + df, 64)
-        self._blocks += 1
 
     def _slope(self, b: _Block):
         """(slope, standard error) of block b, or None."""
@@ -190,6 +198,7 @@ class AutoEcho:
             pass  # nothing to act on: greedy
         elif b.role == "probe":
             self._probe = b
+            self._prev_at_base = None  # the stall test spans consecutive base blocks only
         else:
             if self._probe is not None and self._prev_base is not None:
                 self._decide(self._prev_base, self._probe, b, t)
@@ -208,16 +217,18 @@ class AutoEcho:
             return None
         slope, se = s
         eff = b.k_sum / b.batches if b.batches else float(self.base)
-        if slope > -self.z * se and self._blocks >= 2:
-            # A stall: no significant progress over a block. On a plateau the stability term
+        prev, self._prev_at_base = self._prev_at_base, b
+        two = self._slope(b.merged(prev)) if prev is not None and prev.cap == b.cap else None
+        if two is not None and two[0] > -self.z * two[1]:
+            # A stall: no significant progress over the last two blocks. On a plateau the stability term
             # grows with K (each batch is fitted down to its own noise), so the lowest cap
             # settles lowest; K = 1 is also the cheapest. No probe: the batch losses are too
             # noisy near a plateau to rank caps in a few blocks.
             if self.base > 1 and eff > 1.0:
                 old = self.base
-                self.base = 1
+                self.base = 1 if _STEP_TO_ONE else _pow2_at_most(max(1.0, eff / 2.0))
                 self._gap, self._since_probe = 2, 0
-                self._log("step down", cap=1, previous=old, why="stall", slope=slope, se=se, mean_echo=eff)
+                self._log("step down", cap=self.base, previous=old, why="stall", slope=two[0], se=two[1], mean_echo=eff)
             return None
         if self._since_probe < self._gap:
             return None

@@ -11,8 +11,8 @@ import warnings
 import numpy as np
 import pytest
 
-from echosim.plan.echoing import _Feed, echoing
-from echosim.plan.records import load_records
+from echosim.planner.echoing import _Feed, echoing
+from echosim.planner.records import load_records
 
 TIMEOUT = 30  # seconds; only a guard against a hang, never a timing assumption
 

@@ -16,7 +16,7 @@ the loop iterates over `echoing` instead and gets each fresh batch K times:
 The loop may tell it the loss of every step with ``it.report(loss)``. It records, per
 fresh batch, how long the iterable took to produce it, how long the loop waited for
 it, how many steps used it, and per step its time and loss: `records` returns them
-(`echosim.plan.records.Records`) to plan from, `summary` condenses them. No torch
+(`echosim.planner.records.Records`) to plan from, `summary` condenses them. No torch
 dependency: it only calls ``iter()`` and ``next()``.
 
 The background thread ends when the iterable does, at `close`, or when the `echoing`
@@ -429,8 +429,8 @@ class echoing:  # noqa: N801 - used like a function: `for batch in echoing(loade
     # ---- what was measured
 
     def records(self):
-        """Everything measured so far, as `echosim.plan.records.Records` (times in seconds)."""
-        from echosim.plan.records import Records
+        """Everything measured so far, as `echosim.planner.records.Records` (times in seconds)."""
+        from echosim.planner.records import Records
 
         K = list(self.echo) + ([self._k] if self._have else [])
         T = len(K)
