@@ -50,13 +50,17 @@ import numpy as np
 
 __all__ = ["Response", "fit_response", "PRIOR", "MODEL_ERROR", "ACCURACY", "k_eff", "t_one"]
 
-PRIOR = {"log_be_offset": 0.0, "log_be_sd": 1.5, "gamma": 1.0, "gamma_sd": 0.4}
+PRIOR = {"log_be_offset": 0.5, "log_be_sd": 1.0, "gamma": 2.8, "gamma_sd": 0.8}
 """The prior of kappa(B) = 1 + (B/B_e)^gamma with K = 1 measurements only:
-log B_e ~ N(log(E/S) + log_be_offset, log_be_sd^2), gamma ~ N(gamma, gamma_sd^2) (> 0)."""
+log B_e ~ N(log(E/S) + log_be_offset, log_be_sd^2), gamma ~ N(gamma, gamma_sd^2) (> 0).
+Calibrated on simulated problems (docs/background/plan-model.md)."""
 
-MODEL_ERROR = {"K1": 0.12, "per_log2K": 0.10}
-"""The model's own error: the log of T's ratio truth/prediction has a standard deviation
-of K1 at K = 1 plus per_log2K per doubling of K."""
+MODEL_ERROR = {"T1": 0.10, "per_lnB": 0.35, "echo": 0.12}
+"""The model's own error, as standard deviations of log(truth / prediction): T(1, B) is
+off by ``T1`` at a measured batch size, plus ``per_lnB`` per unit of ln B away from the
+nearest measured one (S + E/B extrapolates); an echoed prediction adds ``echo`` (the
+saturation curve's own misfit). Calibrated on simulated problems, checked on
+independent references (docs/background/plan-model.md)."""
 
 OBSERVATION_ERROR = 0.15
 """The relative error assumed for one echoed measurement when it updates kappa."""
@@ -122,14 +126,19 @@ class Response:
         out = self._T(echo, batch_size, p["S"], p["E"], p["B_e"], p["gamma"])
         return float(out) if np.ndim(out) == 0 else out
 
-    def _error_scale(self, K):
-        return MODEL_ERROR["K1"] + MODEL_ERROR["per_log2K"] * np.log2(np.maximum(np.asarray(K, dtype=float), 1.0))
+    def _log_error(self, K, B):
+        """The model's own error in log T at (K, B), one value per draw."""
+        measured = np.array(sorted({b for b, k, _ in self.measurements if k == 1}), dtype=float)
+        dist = float(np.min(np.abs(np.log(float(B)) - np.log(measured))))
+        t1 = (MODEL_ERROR["T1"] + MODEL_ERROR["per_lnB"] * dist) * self.draws["noise"]
+        echoed = np.any(np.asarray(K, dtype=float) > 1)
+        return t1 + (MODEL_ERROR["echo"] * self.draws["noise_echo"] if echoed else 0.0)
 
     def predict_draws(self, echo, batch_size) -> np.ndarray:
         """T(K, B) under every draw of the parameters and of the model's error (for bands)."""
         d = self.draws
         T = self._T(echo, batch_size, d["S"], d["E"], d["B_e"], d["gamma"])
-        return np.maximum(T * np.exp(self._error_scale(echo) * d["noise"]), 1.0)
+        return np.maximum(T * np.exp(self._log_error(echo, batch_size)), 1.0)
 
     def predict_schedule(self, steps_per_batch, batch_size, draws: bool = False):
         """T for a schedule of K_t (one per fresh batch, e.g. greedy's): the first T with
@@ -138,12 +147,13 @@ class Response:
         K = np.asarray(steps_per_batch, dtype=float)
         src = self.draws if draws else {k: np.atleast_1d(v) for k, v in self.params.items()}
         S, E, Be, g = (np.asarray(src[k], dtype=float)[:, None] for k in ("S", "E", "B_e", "gamma"))
+        err = self._log_error(K.max(), batch_size)[:, None] if draws else 0.0
         # K_eff >= 1, so T <= T(1, B) (times the model's error factor): no longer schedule is needed
-        longest = float(np.max(t_one(S, E, batch_size))) * (math.exp(4 * self._error_scale(K.mean())) if draws else 1)
+        longest = float(np.max(t_one(S, E, batch_size) * np.exp(err)))
         K = K[: int(min(K.size, math.ceil(longest) + 1))]
         progress = np.cumsum(k_eff(K[None, :], kappa(batch_size, Be, g)), axis=1) / t_one(S, E, batch_size)
         if draws:
-            progress = progress * np.exp(-self._error_scale(K.mean()) * np.asarray(self.draws["noise"])[:, None])
+            progress = progress * np.exp(-err)
         reached = progress >= 1.0
         T = np.where(reached.any(axis=1), reached.argmax(axis=1) + 1.0, np.inf)
         return T if draws else float(T[0])
@@ -251,7 +261,7 @@ def fit_response(steps_to_target, *, n_draws: int = N_DRAWS, rel_error: float = 
         pick = rng.choice(n_prior, size=n_draws, replace=False)
         source = "prior only: no echoed measurement (give one, e.g. a pilot at (B, K), to learn it)"
     draws = {"S": pS[pick], "E": pE[pick], "B_e": pBe[pick], "gamma": pg[pick],
-             "noise": rng.normal(size=n_draws)}
+             "noise": rng.normal(size=n_draws), "noise_echo": rng.normal(size=n_draws)}
     if echoed:  # the point estimate: the best-weighted draw's echo parameters
         best = int(pick[np.argmax(w[pick])])
         params = {"S": S, "E": E, "B_e": float(_refit_be(echoed, S, E, pBe[best], pg[best])), "gamma": float(pg[best])}

@@ -64,9 +64,9 @@ def test_one_echoed_measurement_pins_its_batch_size():
 
 
 def test_two_echoed_measurements_pin_the_saturation_curve():
-    data = {**k1(64, 1024), (256, 4): 4 * truth(4, 256), (4096, 16): 16 * truth(16, 4096)}
+    data = {**k1(64, 1024), (1024, 8): 8 * truth(8, 1024), (4096, 16): 16 * truth(16, 4096)}
     fit = fit_response(data, n_draws=800)
-    for K, B in ((8, 1024), (2, 128), (16, 16384)):
+    for K, B in ((4, 2048), (2, 512), (16, 8192)):  # between and beyond the two pilots
         assert fit.predict(K, B) == pytest.approx(truth(K, B), rel=0.25)
 
 
