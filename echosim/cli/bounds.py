@@ -33,6 +33,8 @@ def _cmd_bounds(args) -> int:
 
     funcs = _theory_functions()
     if args.function in (None, "list"):
+        if args.params:
+            raise ValueError(f"bounds list takes no arguments, got {' '.join(args.params)!r}")
         for name, f in funcs.items():
             print(f"{name}{inspect.signature(f)}")
         return 0
