@@ -433,8 +433,8 @@ def test_the_command_line_shows_each_warning_as_one_line_numpy_ones_after_the_ou
     from echosim.cli import _OneLineWarnings
     from echosim.experiments.schema import ConfigWarning
 
-    assert call(["sweep", str(tiny), "--dry-run", "--out", str(tmp_path / "x"),
-                 "--set", "pipeline.prefetch=1000000000000"]) == 0
+    assert call(["sweep", str(tiny), "--dry-run", "--quiet", "--out", str(tmp_path / "x"),
+                 "--set", "pipeline.prefetch=1000000000000"]) == 0  # --quiet: no compile notice, warnings stay
     err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
     assert len(err) == 1 and err[0].startswith("echosim sweep: warning: pipeline.prefetch: ")
     shown = _OneLineWarnings("run")

@@ -21,7 +21,8 @@ def _cmd_sweep(args) -> int:
     out = args.out if args.out is not None else conf.default_out()
     workers = default_workers() if args.workers is None else args.workers
     if args.dry_run:
-        est = sweep.estimate(conf, out=out, workers=workers, store_dir=args.store)
+        est = sweep.estimate(conf, out=out, workers=workers, store_dir=args.store,
+                             announce=None if args.quiet else sys.stderr)
         print(f"{conf.name} ({conf.source}): {conf.describe()}")
         print(f"output: {out} ({est['n_runs'] - est['n_pending']} of {est['n_runs']} runs already finished)")
         where = f"the Dask cluster at {args.scheduler}" if args.scheduler else f"{est['workers']} local worker(s)"

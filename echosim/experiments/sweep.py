@@ -355,14 +355,15 @@ def _calibration_copy(spec):
     return spec
 
 
-def estimate(config: SweepConfig, out=None, workers: int | None = None, store_dir=None) -> dict:
+def estimate(config: SweepConfig, out=None, workers: int | None = None, store_dir=None, announce=None) -> dict:
     """Predicted wall time of the runs still to do.
 
     Method: a cost model in T·B·d·(1 + 2K) plus per-logged-point and per-run terms,
     calibrated by timing shortened copies (at most 200 fresh batches) of the learning-
     rate groups of the grid's cheapest and most expensive runs, as the sweep runs them;
     compile time is measured separately. Extra runs from lr-grid extension are not counted. Runs the
-    store already holds are not counted.
+    store already holds are not counted. `announce`: a stream told in one line when
+    the kernels must be compiled first (the first estimate on a machine waits for it).
     """
     import dataclasses
 
@@ -370,7 +371,7 @@ def estimate(config: SweepConfig, out=None, workers: int | None = None, store_di
     out = Path(out) if out is not None else config.default_out()
     done = store.Store(store_dir).finished()
     pending = [r for r in config.runs if r.run_id not in done]
-    compile_s = executors.warm_up(config, workers)
+    compile_s = executors.warm_up(config, workers, announce=announce)
     if not pending:
         return {"n_runs": len(config.runs), "n_pending": 0, "seconds": 0.0, "compile_seconds": compile_s,
                 "workers": workers, "method": "nothing to run"}

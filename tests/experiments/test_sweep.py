@@ -357,6 +357,32 @@ def test_progress_is_a_bar_on_a_terminal_and_lines_otherwise():
     assert [line.split("|")[2].split()[0] for line in lines] == ["1/4", "2/4", "3/4", "4/4"]
 
 
+def test_progress_can_be_silenced_and_ends_its_line_on_an_interrupt():
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    quiet = Tty()
+    with Progress(5, stream=quiet, enabled=False) as bar:
+        bar.update(5)
+    assert quiet.getvalue() == ""
+    tty = Tty()
+    with pytest.raises(KeyboardInterrupt):
+        with Progress(5, stream=tty, desc="plan", unit="sweep") as bar:
+            bar.update(2)
+            raise KeyboardInterrupt
+    assert tty.getvalue().endswith("\n") and "plan  40%" in tty.getvalue() and "2/5" in tty.getvalue()
+
+
+def test_a_sweep_shows_progress_lines_through_the_api_and_none_when_silenced(tiny_conf, tmp_path):
+    log = io.StringIO()
+    run_sweep(tiny_conf, out=tmp_path / "a", workers=1, stream=log)
+    assert f" {len(tiny_conf.runs)}/{len(tiny_conf.runs)} " in log.getvalue()
+    log = io.StringIO()
+    run_sweep(tiny_conf, out=tmp_path / "b", workers=1, stream=log, progress=False, store_dir=tmp_path / "s")
+    assert log.getvalue() == ""
+
+
 def test_estimate_calibrates_a_cost_model(tiny_conf, tmp_path):
     est = estimate(tiny_conf, out=tmp_path, workers=2)
     assert est["n_pending"] == 8 and est["seconds"] > 0 and "calibrated" in est["method"]
