@@ -265,7 +265,7 @@ def _points(grid: _Grid):
 
 def _expand(grid: _Grid, settings: dict, *, source, text, overrides) -> SweepConfig:
     usage = _Usage()
-    caches: dict = {"problem": {}}
+    caches: dict = {"problem": {}, "pipeline": {}, "useful": {}}
     runs, seen = [], set()
     check_run_count(math.prod(len(a.values) for a in grid.axes), settings["repetitions"],
                     [(" / ".join(a.paths), len(a.values)) for a in grid.axes])
@@ -276,7 +276,10 @@ def _expand(grid: _Grid, settings: dict, *, source, text, overrides) -> SweepCon
         n_points += 1
         base = _resolve(point, labels, usage, caches)
         check_run_size(base, lambda p, labels=labels: labels.get(p, p))
-        most_points = max(most_points, check_useful(base, lambda p, labels=labels: labels.get(p, p), notes))
+        ukey = canonical_json([base["pipeline"], base["echo"], base["run"]])  # not the lr or the method
+        if ukey not in caches["useful"]:
+            caches["useful"][ukey] = check_useful(base, lambda p, labels=labels: labels.get(p, p), notes)
+        most_points = max(most_points, caches["useful"][ukey])
         for rep in range(settings["repetitions"]):
             spec = _make_spec(base, rep, settings["seed"])
             if spec.run_id in seen:
@@ -416,7 +419,10 @@ def _resolve(point, labels, usage, caches) -> dict:
 
     # ---- the pipeline object (needs K)
     if pipeline is not None:
-        pipeline = _resolve_pipeline(pipeline, echo, point, lab, optimizer["batch_size"])
+        key = canonical_json([pipeline, echo, optimizer["batch_size"]])
+        if key not in caches["pipeline"]:  # the same for every learning rate and method
+            caches["pipeline"][key] = _resolve_pipeline(pipeline, echo, point, lab, optimizer["batch_size"])
+        pipeline = copy.deepcopy(caches["pipeline"][key])
 
     # ---- run budget
     run = {}

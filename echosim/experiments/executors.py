@@ -134,7 +134,9 @@ def _stop_workers(pool) -> None:
 
 SCHEDULER_SCHEMES = ("tcp", "tls")
 CONNECT_SECONDS = 5.0
-"""How long to wait for a Dask scheduler to answer (reaching it, then the handshake, each)."""
+"""How long to wait for a TCP connection to a Dask scheduler's port (name lookup included)."""
+HANDSHAKE_SECONDS = 10.0
+"""...and then for Dask's own handshake with a scheduler that accepted the connection."""
 
 
 def check_scheduler(address: str) -> str:
@@ -197,7 +199,7 @@ def dask(pending, scheduler: str) -> Iterator[dict]:
         raise ValueError("--scheduler needs dask.distributed: pip install 'echosim[dask]'") from None
     _reach(address, CONNECT_SECONDS)
     try:
-        client = Client(address, timeout=f"{CONNECT_SECONDS:g}s", set_as_default=False)
+        client = Client(address, timeout=f"{HANDSHAKE_SECONDS:g}s", set_as_default=False)
     except (OSError, TimeoutError) as exc:
         raise ValueError(f"cannot connect to the Dask scheduler at {address!r}: {exc}") from None
     try:

@@ -159,13 +159,11 @@ def _show(v) -> str:
     return f"{v}"
 
 
-def _units(base: dict) -> tuple[float, str, float]:
+def _units(base: dict, pipeline) -> tuple[float, str, float]:
     """(upper bound of a run's fresh batches T, the log unit, upper bound of its log units)."""
-    from echosim.experiments.specs import build_pipeline
     from echosim.pipeline.schedule import mean_batch_time
 
-    run, pipe = base["run"], base["pipeline"]
-    pipeline = None if pipe is None else build_pipeline(pipe, base["echo"])
+    run = base["run"]
     if "n_batches" in run:
         T = float(run["n_batches"])
     else:
@@ -190,13 +188,14 @@ def check_useful(base: dict, lab, notes: dict) -> float:
     warning to `notes` (key path → text, the first one kept) for values that are legal
     but change nothing. Returns an upper bound of the points the run logs (for the
     target window, checked over the whole grid)."""
+    from echosim.experiments.specs import build_pipeline
+
     run, pipe = base["run"], base["pipeline"]
-    T, unit, n = _units(base)
-    if pipe is not None:
-        from echosim.experiments.specs import build_pipeline
+    pipeline = None if pipe is None else build_pipeline(pipe, base["echo"])
+    T, unit, n = _units(base, pipeline)
+    if pipeline is not None:
         from echosim.pipeline.schedule import mean_batch_time
 
-        pipeline = build_pipeline(pipe, base["echo"])
         W = pipeline.workers
         if W > MAX_WORKERS:
             raise ConfigError(f"{lab('pipeline.workers')}: {W:,} loader workers, more than the simulation takes "

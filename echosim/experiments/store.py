@@ -257,16 +257,22 @@ class Store:
         return self._index
 
     def _quarantine(self, path: Path) -> None:
-        """Move an unreadable pack aside; its runs fall back to another pack holding them, or are lost."""
+        """Move an unreadable pack aside; its runs fall back to another pack holding them, or are lost.
+
+        A pack another process moved aside first (two sweeps sharing the store) is
+        simply gone: its runs are dropped the same way.
+        """
         dfd = _open_dir(self.root / QUARANTINE, follow=False)
         kw = {"src_dir_fd": None, "dst_dir_fd": dfd} if dfd is not None else {}
+        target = self.root / QUARANTINE / path.name
         try:
-            target = self.root / QUARANTINE / path.name
             os.replace(path, target.name if dfd is not None else target, **kw)
+            self.quarantined.append(target)
+        except FileNotFoundError:
+            pass
         finally:
             if dfd is not None:
                 os.close(dfd)
-        self.quarantined.append(target)
         for rid, paths in list(self._packs.items()):
             if path not in paths:
                 continue
@@ -310,9 +316,7 @@ class Store:
             missing = [c for c in ("run_id", *CURVE_COLUMNS) if c not in table.column_names]
             if missing:
                 raise ValueError(f"no column {missing[0]!r}")
-        except FileNotFoundError:
-            raise
-        except Exception:  # noqa: BLE001 - any unreadable part sets the whole pack aside
+        except Exception:  # noqa: BLE001 - any unreadable part (or a pack gone) sets the whole pack aside
             self._quarantine(path)
             return None
         return table

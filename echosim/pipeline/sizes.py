@@ -7,6 +7,7 @@ a fixed number per machine, so the same input is accepted or refused every time.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 
@@ -15,8 +16,10 @@ __all__ = ["memory_limit", "check_fits", "format_bytes", "read_bounded", "check_
 _FALLBACK = 16 << 30
 
 
+@functools.lru_cache(maxsize=1)
 def memory_limit() -> int:
-    """Bytes of memory a run may use: physical memory, or the cgroup limit if lower."""
+    """Bytes of memory a run may use: physical memory, or the cgroup limit if lower
+    (read once per process: every size check asks)."""
     try:
         total = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (AttributeError, ValueError, OSError):  # pragma: no cover - not POSIX
