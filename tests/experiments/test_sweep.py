@@ -167,6 +167,17 @@ def test_a_malformed_scheduler_address_is_refused_before_any_work(tiny_conf, tmp
     assert check_scheduler("127.0.0.1:8786") == "tcp://127.0.0.1:8786" == check_scheduler("tcp://127.0.0.1:8786")
 
 
+def test_a_link_planted_as_the_lock_file_is_refused_never_truncated(tiny_conf, tmp_path):
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / ".lock").symlink_to(victim)
+    with pytest.raises(ValueError, match="symbolic link"):
+        run_sweep(tiny_conf, out=out, workers=1, progress=False)
+    assert victim.read_text() == "precious"
+
+
 def test_a_second_sweep_on_the_same_directory_is_told_it_is_busy(tiny_conf, tmp_path):
     import fcntl
 
