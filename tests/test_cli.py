@@ -80,6 +80,13 @@ def test_sweep_prints_the_tuned_table_and_resumes(tiny, swept, cli_store, capsys
     assert "wall-clock" in out and "regime check" in out
 
 
+def test_with_every_run_stored_the_summary_says_nothing_was_computed_not_dask(tiny, swept, cli_store, capsys):
+    rc = main(["sweep", str(tiny), "--out", str(swept), "--store", str(cli_store), "--quiet", "--no-plot",
+               "--scheduler", "tcp://127.0.0.1:1"])  # nobody listens there: it must not be contacted
+    out = capsys.readouterr().out
+    assert rc == 0 and "nothing to compute: every run was in the store" in out and "Dask" not in out
+
+
 def test_dry_run_prints_the_number_of_runs_and_an_estimate(tiny, tmp_path, capsys):
     rc = main(["sweep", str(tiny), "--dry-run", "--out", str(tmp_path / "x"), "--set", "sweep.repetitions=3"])
     out = capsys.readouterr().out
