@@ -589,10 +589,9 @@ def main(argv=None) -> int:
     t_start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="echosim-bad-") as root:
         files = _files(Path(root))
-        if not args.subprocess:
-            from echosim.experiments import executors
+        from echosim.experiments import executors
 
-            executors.warm_up(None)  # children inherit the compiled kernels
+        executors.warm_up(None)  # forked children inherit the kernels, fresh interpreters load them from the cache
         run = _subprocess_run if args.subprocess else _fork_run
         results = [None] * len(cases)
 

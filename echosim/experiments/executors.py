@@ -194,10 +194,16 @@ def dask(pending, scheduler: str) -> Iterator[dict]:
     """Run the specs on the Dask distributed cluster at `scheduler`."""
     address = check_scheduler(scheduler)
     try:
-        from distributed import Client, as_completed
-    except ImportError:
-        raise ValueError("--scheduler needs dask.distributed: pip install 'echosim[dask]'") from None
-    _reach(address, CONNECT_SECONDS)
+        import importlib.util
+
+        found = importlib.util.find_spec("distributed") is not None
+    except (ImportError, ValueError):  # pragma: no cover - a broken install
+        found = False
+    if not found:
+        raise ValueError("--scheduler needs dask.distributed: pip install 'echosim[dask]'")
+    _reach(address, CONNECT_SECONDS)  # before importing distributed (seconds): a wrong address fails at once
+    from distributed import Client, as_completed
+
     try:
         client = Client(address, timeout=f"{HANDSHAKE_SECONDS:g}s", set_as_default=False)
     except (OSError, TimeoutError) as exc:
