@@ -93,6 +93,9 @@ class _Block:
 class AutoEcho:
     """The echo cap of policy "auto" (see the module docstring).
 
+    Call `cap` when a fresh batch begins, `observe` with its first step's loss,
+    `batch_done` with the steps it got, `diverged` on a non-finite loss.
+
     Parameters
     ----------
     max_echo : int
@@ -102,9 +105,6 @@ class AutoEcho:
     z : float
         Standard errors a difference of slopes must pass to move the cap, and that
         a block's slope must fall short of to count as a stall (default 1.0).
-
-    Call `cap` when a fresh batch begins, `observe` with its first step's loss,
-    `batch_done` with the steps it got, `diverged` on a non-finite loss.
     """
 
     def __init__(self, max_echo: int = 64, *, window: int = 8, z: float = 1.0):
