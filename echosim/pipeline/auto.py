@@ -13,8 +13,8 @@ docs/background/auto-echo.md; in short:
   two base blocks around it (which cancels a rate drifting linearly with L). A
   difference beyond ``z`` standard errors moves the base cap.
 - When the base cap stops making progress (the slope over two blocks is not
-  significantly negative: a plateau, where a smaller cap settles lower) it steps down
-  to K = 1. Otherwise it probes at doubling intervals (so a good cap costs few
+  significantly negative: a plateau, where a smaller cap settles lower) it halves the
+  echo taken, down to K = 1 over successive stalls. Otherwise it probes at doubling intervals (so a good cap costs few
   probes), by half of the echo actually taken or, where the cap bound K_t, twice the
   cap (below a plateau only while the loss still falls fast, and not after two lost
   probes). It starts at the top (greedy).
@@ -223,14 +223,17 @@ class AutoEcho:
         two = self._slope(b.merged(prev)) if prev is not None and prev.cap == b.cap else None
         if two is not None and two[0] > -self.z * two[1]:
             # A stall: no significant progress over the last two blocks. On a plateau the stability term
-            # grows with K (each batch is fitted down to its own noise), so the lowest cap
-            # settles lowest; K = 1 is also the cheapest. No probe: the batch losses are too
-            # noisy near a plateau to rank caps in a few blocks.
+            # grows with K (each batch is fitted down to its own noise), so a smaller cap settles lower.
+            # Halve the echo taken rather than drop to 1: slow progress under noisy losses reads as a
+            # stall too, and there halving costs at most twofold; a true plateau is left in
+            # log2(mean echo) such steps of two blocks each.
             if self.base > 1 and eff > 1.0:
                 old = self.base
-                self.base = 1
+                self.base = _pow2_at_most(max(1.0, eff / 2.0))
+                self._prev_at_base = None  # the next stall test spans two blocks at the new cap
                 self._gap, self._since_probe, self._stalled = 4, 0, True
-                self._log("step down", cap=1, previous=old, why="stall", slope=two[0], se=two[1], mean_echo=eff)
+                self._log("step down", cap=self.base, previous=old, why="stall", slope=two[0], se=two[1],
+                          mean_echo=eff)
             return None
         if self._since_probe < self._gap:
             return None

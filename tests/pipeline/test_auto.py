@@ -41,15 +41,24 @@ def test_steady_progress_keeps_the_cap_and_probes_rarely():
     assert np.mean(caps == 8) > 0.7 and caps[-1] == 8
 
 
-def test_a_plateau_steps_down_to_one():
-    """The loss stops falling at cap 8 (a plateau that K = 1 would settle below): step down."""
+def test_a_plateau_halves_the_echo_down_to_one():
+    """The loss stops falling at any cap above 1 (a plateau that K = 1 would settle below):
+    each stall halves the echo taken, two base blocks apart, until K = 1."""
     a = AutoEcho(max_echo=8, window=4)
-    caps = drive(a, noisy(lambda t, c: 1.0 if c > 1 else 1.0 - 0.01 * t, sd=0.02), 24, pace=8)
+    caps = drive(a, noisy(lambda t, c: 1.0 if c > 1 else 1.0 - 0.01 * t, sd=0.02), 48, pace=8)
     downs = [d for d in a.decisions if d["action"] == "step down"]
-    assert downs and downs[0]["cap"] == 1 and downs[0]["why"] == "stall"
-    assert downs[0]["batch"] == 8  # after two base blocks of four: the stall test spans both
-    assert (caps[8:] == 1).mean() > 0.7  # later probes up (a false stall would be undone) lose
-    assert all(d["cap"] == 1 for d in a.decisions if d["action"] == "keep")
+    assert [d["cap"] for d in downs] == [4, 2, 1] and all(d["why"] == "stall" for d in downs)
+    assert [d["batch"] for d in downs] == [8, 16, 24]  # the stall test spans two base blocks at one cap
+    assert (caps[24:] == 1).mean() > 0.7  # later probes up (a false stall would be undone) lose
+    assert all(d["cap"] == 1 for d in a.decisions if d["action"] == "keep" and d["batch"] > 24)
+
+
+def test_a_stall_halves_the_echo_taken_not_the_cap():
+    """Where the loader's pace bounds K_t below the cap, the step down halves what was taken."""
+    a = AutoEcho(max_echo=64, window=4)
+    drive(a, noisy(lambda t, c: 1.0, sd=0.02), 9, pace=6)
+    down = next(d for d in a.decisions if d["action"] == "step down")
+    assert down["previous"] == 64 and down["mean_echo"] == 6 and down["cap"] == 2
 
 
 def test_a_plateau_at_one_is_left_alone():
