@@ -1,0 +1,362 @@
+"""The planner's response model T(K, B) scored against independent ground truths (run on
+demand, not in CI).
+
+    python benchmarks/bench_plan_validation.py truths            # compute the truths (cached in --out)
+    python benchmarks/bench_plan_validation.py score             # score today's planner on them
+    python benchmarks/bench_plan_validation.py                   # both
+    python benchmarks/bench_plan_validation.py score --predictor mymodule:predict --ratio 4 8 16
+
+The truths (benchmarks/plan_validation: echoed GD in plain NumPy, lr tuned per (B, K)
+until interior, "reaches eps and stays to the end of the budget", 5 seeds) are fresh
+batches to target T(K, B) for least squares, L2-logistic regression on the flights
+table, and both on finite data with reshuffled epochs. A predictor is a function
+``(B, K, measurements) -> (median, band_low, band_high)`` of T, where `measurements`
+(a `Measurements`) holds only the truths a user would have measured:
+
+- "two B": T at K = 1 at two batch sizes (default 64 and 1024; also every pair);
+- "two B + (B, 4)": the same plus the echoed measurement (B, K = 4) at the B being
+  predicted (a short pilot).
+
+Scored per problem over the cells with K > 1 that were not given: median and 90th
+percentile of |pred - truth| / truth for T(K, B) and for the speedup T(1, B)/T(K, B)
+(both from the predictor's own T(1, B)); how often the 10-90% band holds the truth;
+the K recommended per B by a wall-clock model (default: a deterministic loader R times
+slower than a step, time per fresh batch max(R, K) steps, Choi et al.'s closed form)
+against the best K by the truths, and the wall-clock lost by following it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import itertools
+import math
+import os
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("MKL_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+if HERE not in sys.path:
+    sys.path.insert(0, HERE)
+
+from plan_validation import protocol  # noqa: E402
+
+DEFAULT_OUT = os.path.join(HERE, "plan_validation", "out")
+PAIR = (64, 1024)
+ECHO_MEASURED = 4
+ISSUE_BEFORE = {"T(K) median": "9-33%", "T(K) p90": "108-166%", "speedup median": "6-20%",
+                "speedup p90": "44-74%", "band coverage": "16-56%"}
+"""Issue 18's numbers for today's planner (form (b), fitted on K = 1 at two batch sizes)."""
+
+
+# --------------------------------------------------------------------------- truths
+
+def compute_truths(out: str, problems, workers: int = 1, log=print):
+    """Run (or read from the cache) every cell of `problems`; write truths.csv and the curves."""
+    cache = os.path.join(out, "cache")
+    jobs = [(name, cache) for name in problems]
+    t0 = time.perf_counter()
+    if workers > 1 and len(jobs) > 1:
+        with ProcessPoolExecutor(min(workers, len(jobs))) as ex:
+            parts = list(ex.map(_run_one, jobs))
+    else:
+        parts = [_run_one(j) for j in jobs]
+    records = [r for part in parts for r in part]
+    df = protocol.assemble(records, out)
+    log(f"truths: {len(df)} cells in {out} ({time.perf_counter() - t0:.0f} s wall now; "
+        f"{df.cpu_s.sum():.0f} s CPU when computed)", file=sys.stderr)
+    return df
+
+
+def _run_one(job):
+    name, cache = job
+    return protocol.run_setting(protocol.SETTINGS[name], cache, log=lambda m: print(m, file=sys.stderr, flush=True))
+
+
+@dataclass(frozen=True, eq=False)
+class Measurements:
+    """What a user measured, keyed (B, K): T (seed-mean rule), each seed's T, the tuned lr,
+    the seed-mean first-step minibatch loss per fresh batch (observable in a training
+    loop; minus F* it is an unbiased estimate of the excess risk) and, for diagnostics
+    only (a user cannot observe it), the exact seed-mean excess risk per fresh batch."""
+
+    problem: str
+    eps: float
+    F_star: float
+    T: dict = field(default_factory=dict)
+    T_seeds: dict = field(default_factory=dict)
+    lr: dict = field(default_factory=dict)
+    budget: dict = field(default_factory=dict)
+    first_loss: dict = field(default_factory=dict)
+    excess: dict = field(default_factory=dict)
+
+
+class Truths:
+    """truths.csv and the curves of an --out directory."""
+
+    def __init__(self, out: str):
+        import pandas as pd
+
+        path = os.path.join(out, "truths.csv")
+        if not os.path.exists(path):
+            raise FileNotFoundError(f"--out: no truths.csv in {out}; run `python {sys.argv[0]} truths --out {out}` first")
+        self.table = pd.read_csv(path)
+        self.out = out
+        self._curves = {}
+
+    def cells(self, problem: str):
+        return self.table[self.table.problem == problem]
+
+    def curves(self, problem: str):
+        if problem not in self._curves:
+            with np.load(os.path.join(self.out, f"curves_{problem}.npz")) as z:
+                self._curves[problem] = {n: z[n] for n in z.files}
+        return self._curves[problem]
+
+    def measurements(self, problem: str, keys) -> Measurements:
+        cells = self.cells(problem).set_index(["B", "K"])
+        c = self.curves(problem)
+        m = Measurements(problem, float(cells.eps.iloc[0]), float(c["F_star"]))
+        seed_cols = [col for col in cells.columns if col.startswith("T_seed")]
+        for B, K in keys:
+            row = cells.loc[(B, K)]
+            m.T[(B, K)] = float(row["T"])
+            m.T_seeds[(B, K)] = row[seed_cols].to_numpy(float)
+            m.lr[(B, K)] = float(row["lr"])
+            m.budget[(B, K)] = int(row["budget"])
+            m.first_loss[(B, K)] = c[f"first_loss_B{B}_K{K}"]
+            m.excess[(B, K)] = c[f"excess_B{B}_K{K}"]
+        return m
+
+
+# --------------------------------------------------------------------------- predictors
+
+_FITS: dict = {}
+
+
+def _fit_today(m: Measurements, repeats: bool):
+    from echosim.plan.response import fit_response
+
+    key = (id(m), repeats)
+    if key not in _FITS:
+        k1 = {B: T for (B, K), T in m.T.items() if K == 1}
+        if repeats:
+            data = {B: [t for t in m.T_seeds[(B, 1)] if math.isfinite(t)] for B in k1}
+        else:
+            data = k1
+        _FITS[key] = (m, fit_response(data))  # m kept alive so its id is not reused
+    return _FITS[key][1]
+
+
+def planner_today(B, K, m: Measurements):
+    """echosim.plan.response.fit_response as the planner uses it (K = 1 keys only, the seed-mean
+    T per B, its default model); T clipped at 1 as the planner does; band: its 10% and 90%
+    quantiles over the fit's draws. Echoed measurements are ignored (the API takes none)."""
+    fit = _fit_today(m, repeats=False)
+    draws = np.maximum(1.0, fit.predict_draws(K, B))
+    return max(1.0, float(fit.predict(K, B))), float(np.quantile(draws, 0.1)), float(np.quantile(draws, 0.9))
+
+
+def planner_today_seeds(B, K, m: Measurements):
+    """As `planner_today`, given each seed's T as repeated measurements (its bootstrap over repeats)."""
+    fit = _fit_today(m, repeats=True)
+    draws = np.maximum(1.0, fit.predict_draws(K, B))
+    return max(1.0, float(fit.predict(K, B))), float(np.quantile(draws, 0.1)), float(np.quantile(draws, 0.9))
+
+
+def _load_predictor(spec: str):
+    mod, _, name = spec.partition(":")
+    if not name:
+        raise SystemExit(f"--predictor: expected module:function, got {spec!r}")
+    if mod in ("", "bench_plan_validation", "__main__"):
+        return globals()[name]
+    return getattr(importlib.import_module(mod), name)
+
+
+# --------------------------------------------------------------------------- wall-clock models
+
+def deterministic_loader(ratio: float):
+    """Choi et al.'s closed form: a loader `ratio` steps per fresh batch, one worker, no jitter:
+    time per fresh batch = max(ratio, K) steps, wall-clock to target = T(K, B) max(ratio, K)."""
+    def wallclock(B, K, T):
+        return T * max(float(ratio), float(K))
+    wallclock.label = f"deterministic loader, R = {ratio:g}"
+    return wallclock
+
+
+# --------------------------------------------------------------------------- scoring
+
+@dataclass(frozen=True)
+class Scenario:
+    label: str
+    pair: tuple
+    echo: int | None = None     # K of the one echoed measurement at the B being predicted
+
+    def keys(self, B):
+        keys = [(b, 1) for b in self.pair]
+        if self.echo is not None and (B, self.echo) not in keys:
+            keys.append((B, self.echo))
+        return keys
+
+
+def score(truths: Truths, problem: str, predictor, scenario: Scenario, wallclock):
+    """Per-cell predictions and the summary metrics of one predictor, problem and scenario."""
+    import pandas as pd
+
+    cells = truths.cells(problem)
+    T = {(int(b), int(k)): float(t) for b, k, t in zip(cells.B, cells.K, cells["T"])}
+    ok = {(int(b), int(k)): bool(i) and math.isfinite(t) for b, k, i, t in zip(cells.B, cells.K, cells.interior, cells["T"])}
+    Bs, Ks = sorted({b for b, _ in T}), sorted({k for _, k in T})
+    scenario = Scenario(scenario.label, tuple(int(b) for b in scenario.pair), scenario.echo)
+    rows, recs = [], []
+    for B in Bs:
+        keys = scenario.keys(B)
+        m = truths.measurements(problem, keys)
+        pred = {K: predictor(B, K, m) for K in Ks}
+        for K in Ks:
+            med, lo, hi = pred[K]
+            rows.append(dict(B=B, K=K, truth=T[(B, K)], pred=med, low=lo, high=hi, given=(B, K) in keys,
+                             usable=ok[(B, K)] and ok[(B, 1)],
+                             speedup_truth=T[(B, 1)] / T[(B, K)], speedup_pred=pred[1][0] / med))
+        wc_true = {K: wallclock(B, K, T[(B, K)]) for K in Ks}
+        wc_pred = {K: wallclock(B, K, pred[K][0]) for K in Ks}
+        k_rec = min(Ks, key=lambda K: (wc_pred[K], K))
+        k_best = min(Ks, key=lambda K: (wc_true[K], K))
+        lost = wc_true[k_rec] / wc_true[k_best] - 1.0
+        best_set = [K for K in Ks if wc_true[K] <= wc_true[k_best] * (1 + 1e-12)]
+        recs.append(dict(B=B, K_rec=k_rec, K_best=k_best, K_best_all="/".join(map(str, best_set)),
+                         match=k_rec in best_set, lost=lost))
+    df = pd.DataFrame(rows)
+    sc = df[(df.K > 1) & ~df.given & df.usable]
+    eT = (sc.pred - sc.truth).abs() / sc.truth
+    eS = (sc.speedup_pred - sc.speedup_truth).abs() / sc.speedup_truth
+    cover = (sc.low <= sc.truth) & (sc.truth <= sc.high)
+    rec = pd.DataFrame(recs)
+    summary = dict(problem=problem, scenario=scenario.label, n=len(sc), n_unusable=int((~df.usable & (df.K > 1)).sum()),
+                   T_median=float(np.median(eT)) if len(sc) else math.nan,
+                   T_p90=float(np.quantile(eT, 0.9)) if len(sc) else math.nan,
+                   speedup_median=float(np.median(eS)) if len(sc) else math.nan,
+                   speedup_p90=float(np.quantile(eS, 0.9)) if len(sc) else math.nan,
+                   coverage=float(cover.mean()) if len(sc) else math.nan,
+                   below_band=float((sc.truth < sc.low).mean()) if len(sc) else math.nan,
+                   rec_match=int(rec.match.sum()), n_B=len(rec),
+                   recs=" ".join(f"{b}:{r}" + ("" if m else f"({kb})") for b, r, m, kb in
+                                 zip(rec.B, rec.K_rec, rec.match, rec.K_best_all)),
+                   lost_max=float(rec.lost.max()), lost_mean=float(rec.lost.mean()))
+    return summary, df, rec
+
+
+def _pct(x):
+    return "–" if x is None or not math.isfinite(x) else f"{100 * x:.0f}%"
+
+
+def _fmt_T(t):
+    return "never" if not math.isfinite(t) else f"{t:.0f}"
+
+
+def print_truths(truths: Truths):
+    """Markdown: T per (B, K) with the tuned lr and flags, per problem."""
+    for problem in truths.table.problem.unique():
+        c = truths.cells(problem)
+        print(f"\n### {problem}: eps = {c.eps.iloc[0]:g}, {int(c.n_seeds.iloc[0])} seeds\n")
+        Ks = sorted(c.K.unique())
+        print("| B | budget N | " + " | ".join(f"K={k}: T (lr)" for k in Ks) + " | T at 2N (K order) |")
+        print("|---:|---:|" + "---|" * len(Ks) + "---|")
+        for B, g in c.groupby("B"):
+            g = g.set_index("K")
+            cellsB = []
+            for k in Ks:
+                r = g.loc[k]
+                flag = "" if r.interior else " (edge)"
+                cellsB.append(f"{_fmt_T(r['T'])} ({r.lr:.3g}){flag}")
+            moved = ", ".join(_fmt_T(g.loc[k, "T_2x_budget"]) for k in Ks)
+            print(f"| {B} | {int(g['budget'].iloc[0])} | " + " | ".join(cellsB) + f" | {moved} |")
+        n_int = int(c.interior.sum())
+        stable = int((c["T_2x_budget"] == c["T"]).sum())
+        print(f"\n{n_int} of {len(c)} tuned lrs interior; T unchanged at budget 2N in {stable} of {len(c)} cells; "
+              f"{c.n_lr.sum():.0f} lrs run; {c.cpu_s.sum():.0f} s CPU.")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("what", nargs="?", default="all", choices=("all", "truths", "score"))
+    ap.add_argument("--out", default=DEFAULT_OUT, help=f"truths and cache directory (default {DEFAULT_OUT})")
+    ap.add_argument("--problems", nargs="+", default=list(protocol.SETTINGS), choices=list(protocol.SETTINGS))
+    ap.add_argument("--workers", type=int, default=1, help="problems computed in parallel processes")
+    ap.add_argument("--predictor", action="append",
+                    help="module:function (B, K, measurements) -> (median, low, high); repeatable "
+                         "(default: today's planner, bench_plan_validation:planner_today)")
+    ap.add_argument("--pair", nargs=2, type=int, default=list(PAIR), help="the two batch sizes measured at K = 1")
+    ap.add_argument("--ratio", nargs="+", type=float, default=[8.0],
+                    help="loader time per fresh batch in steps (R) of the wall-clock model; one table per R")
+    args = ap.parse_args(argv)
+    if args.workers < 1:
+        ap.error("--workers: must be >= 1")
+    if args.what in ("all", "truths"):
+        compute_truths(args.out, args.problems, args.workers, log=print)
+    if args.what == "truths":
+        print_truths(Truths(args.out))
+        return 0
+    truths = Truths(args.out)
+    problems = [p for p in args.problems if p in set(truths.table.problem)]
+    preds = args.predictor or ["bench_plan_validation:planner_today"]
+    print("# The planner's T(K, B) against independent truths\n")
+    print(f"truths: {args.out}; load average {os.getloadavg()[0]:.2f} at the start")
+    print_truths(truths)
+    for spec in preds:
+        predictor = _load_predictor(spec)
+        for ratio in args.ratio:
+            wallclock = deterministic_loader(ratio)
+            print(f"\n## {spec}: wall-clock model {wallclock.label}\n")
+            print("| problem | scenario | n | T(K) median | T(K) p90 | speedup median | speedup p90 | band coverage | "
+                  "truth below band | K rec is best | lost max | lost mean |")
+            print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+            recs = []
+            pair = tuple(args.pair)
+            for problem in problems:
+                Bs = sorted(int(b) for b in truths.cells(problem).B.unique())
+                p = pair if all(b in Bs for b in pair) else (Bs[1], Bs[-2])
+                for sc in (Scenario(f"two B {p}", p), Scenario(f"two B {p} + (B, {ECHO_MEASURED})", p, ECHO_MEASURED)):
+                    s, df, rec = score(truths, problem, predictor, sc, wallclock)
+                    print(f"| {problem} | {sc.label} | {s['n']} | {_pct(s['T_median'])} | {_pct(s['T_p90'])} | "
+                          f"{_pct(s['speedup_median'])} | {_pct(s['speedup_p90'])} | {_pct(s['coverage'])} | "
+                          f"{_pct(s['below_band'])} | {s['rec_match']}/{s['n_B']} | {_pct(s['lost_max'])} | "
+                          f"{_pct(s['lost_mean'])} |")
+                    recs.append(f"{problem}, {sc.label}: {s['recs']}")
+                    name = spec.replace(":", "_").replace(".", "_")
+                    df.to_csv(os.path.join(args.out, f"predictions_{name}_{problem}_{'echo' if sc.echo else 'k1'}_R{ratio:g}.csv"),
+                              index=False)
+            print("\nrecommended K per B (B:K, with the best K by the truths in brackets where it differs):\n")
+            print("\n".join(f"- {r}" for r in recs))
+            print(f"\nissue 18's numbers for today's planner (two B): " + ", ".join(f"{k} {v}" for k, v in ISSUE_BEFORE.items()))
+            print(f"\n### every pair of batch sizes at K = 1 ({spec}, R = {ratio:g})\n")
+            print("| problem | scenario | pairs | T(K) median: median [min, max] | T(K) p90: median [min, max] | "
+                  "coverage: median [min, max] | K rec = best (all pairs) | lost max (worst pair) |")
+            print("|---|---|---:|---|---|---|---:|---:|")
+            for problem in problems:
+                Bs = sorted(int(b) for b in truths.cells(problem).B.unique())
+                for echo in (None, ECHO_MEASURED):
+                    ss = [score(truths, problem, predictor, Scenario("", p, echo), wallclock)[0]
+                          for p in itertools.combinations(Bs, 2)]
+
+                    def span(key):
+                        v = np.array([s[key] for s in ss])
+                        return f"{_pct(np.median(v))} [{_pct(v.min())}, {_pct(v.max())}]"
+                    label = "two B" if echo is None else f"two B + (B, {echo})"
+                    print(f"| {problem} | {label} | {len(ss)} | {span('T_median')} | {span('T_p90')} | {span('coverage')} | "
+                          f"{sum(s['rec_match'] for s in ss)}/{sum(s['n_B'] for s in ss)} | "
+                          f"{_pct(max(s['lost_max'] for s in ss))} |")
+    print(f"\nload average {os.getloadavg()[0]:.2f} at the end")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
