@@ -2,9 +2,11 @@
 demand, not in CI).
 
     python benchmarks/bench_plan_validation.py truths            # compute the truths (cached in --out)
-    python benchmarks/bench_plan_validation.py score             # score today's planner on them
+    python benchmarks/bench_plan_validation.py score             # score echosim's planner on them
     python benchmarks/bench_plan_validation.py                   # both
-    python benchmarks/bench_plan_validation.py score --predictor mymodule:predict --ratio 4 8 16
+    python benchmarks/bench_plan_validation.py score --before /tmp/plan-before   # and the planner before issue 18
+    python benchmarks/bench_plan_validation.py score --predictor mymodule:predict --ratio 2 4 8
+    python benchmarks/bench_plan_validation.py score --wallclock mymodule:wallclock
 
 The truths (benchmarks/plan_validation: echoed GD in plain NumPy, lr tuned per (B, K)
 until interior, "reaches eps and stays to the end of the budget", 5 seeds) are fresh
@@ -22,7 +24,9 @@ percentile of |pred - truth| / truth for T(K, B) and for the speedup T(1, B)/T(K
 (both from the predictor's own T(1, B)); how often the 10-90% band holds the truth;
 the K recommended per B by a wall-clock model (default: a deterministic loader R times
 slower than a step, time per fresh batch max(R, K) steps, Choi et al.'s closed form)
-against the best K by the truths, and the wall-clock lost by following it.
+against the best K by the truths, and the wall-clock lost by following it. A
+wall-clock model is a function ``(B, K, T) -> time to target`` (``--wallclock``).
+Output formats: benchmarks/README.md, "The planner's validation suite".
 """
 
 from __future__ import annotations
@@ -107,10 +111,11 @@ class Truths:
 
         path = os.path.join(out, "truths.csv")
         if not os.path.exists(path):
-            raise FileNotFoundError(f"--out: no truths.csv in {out}; run `python {sys.argv[0]} truths --out {out}` first")
+            raise FileNotFoundError(f"--out: no truths.csv in {out}; run `python benchmarks/bench_plan_validation.py "
+                                    f"truths --out {out}` first")
         self.table = pd.read_csv(path)
         self.out = out
-        self._curves = {}
+        self._curves, self._measured = {}, {}
 
     def cells(self, problem: str):
         return self.table[self.table.problem == problem]
@@ -122,6 +127,13 @@ class Truths:
         return self._curves[problem]
 
     def measurements(self, problem: str, keys) -> Measurements:
+        """The truths at `keys` ((B, K) pairs), as a user would have measured them (memoised)."""
+        memo = (problem, tuple(keys))
+        if memo not in self._measured:
+            self._measured[memo] = self._measure(problem, keys)
+        return self._measured[memo]
+
+    def _measure(self, problem: str, keys) -> Measurements:
         cells = self.cells(problem).set_index(["B", "K"])
         c = self.curves(problem)
         m = Measurements(problem, float(cells.eps.iloc[0]), float(c["F_star"]))
@@ -139,37 +151,79 @@ class Truths:
 
 # --------------------------------------------------------------------------- predictors
 
+BEFORE = {"path": None}
+"""A checkout of the planner before issue 18 (``--before PATH``), for `planner_before`."""
 _FITS: dict = {}
 
 
-def _fit_today(m: Measurements, repeats: bool):
-    from echosim.plan.response import fit_response
+def _steps(m: Measurements, repeats: bool, k1_only: bool) -> dict:
+    """The measurements as the planner takes them: key B (K = 1) or (B, K), value steps = K T
+    (each seed's as repeats, or the seed-mean T's)."""
+    data = {}
+    for (B, K), T in m.T.items():
+        if k1_only and K > 1:
+            continue
+        key = B if K == 1 else (B, K)
+        data[key] = [K * t for t in m.T_seeds[(B, K)] if math.isfinite(t)] if repeats else K * T
+    return data
 
-    key = (id(m), repeats)
+
+def _fit(kind: str, m: Measurements, repeats: bool):
+    key = (kind, id(m), repeats)
     if key not in _FITS:
-        k1 = {B: T for (B, K), T in m.T.items() if K == 1}
-        if repeats:
-            data = {B: [t for t in m.T_seeds[(B, 1)] if math.isfinite(t)] for B in k1}
+        if kind == "before":
+            fit = _before_module().fit_response(_steps(m, repeats, k1_only=True))
         else:
-            data = k1
-        _FITS[key] = (m, fit_response(data))  # m kept alive so its id is not reused
+            from echosim.planner.response import fit_response
+
+            fit = fit_response(_steps(m, repeats, k1_only=False))
+        _FITS[key] = (m, fit)  # m kept alive so that its id is not reused
     return _FITS[key][1]
 
 
-def planner_today(B, K, m: Measurements):
-    """echosim.plan.response.fit_response as the planner uses it (K = 1 keys only, the seed-mean
-    T per B, its default model); T clipped at 1 as the planner does; band: its 10% and 90%
-    quantiles over the fit's draws. Echoed measurements are ignored (the API takes none)."""
-    fit = _fit_today(m, repeats=False)
+def _band(fit, B, K):
+    """(median, 10%, 90%) as the planner prints them: T clipped at 1, the band from its draws."""
     draws = np.maximum(1.0, fit.predict_draws(K, B))
     return max(1.0, float(fit.predict(K, B))), float(np.quantile(draws, 0.1)), float(np.quantile(draws, 0.9))
 
 
-def planner_today_seeds(B, K, m: Measurements):
-    """As `planner_today`, given each seed's T as repeated measurements (its bootstrap over repeats)."""
-    fit = _fit_today(m, repeats=True)
-    draws = np.maximum(1.0, fit.predict_draws(K, B))
-    return max(1.0, float(fit.predict(K, B))), float(np.quantile(draws, 0.1)), float(np.quantile(draws, 0.9))
+def planner(B, K, m: Measurements):
+    """echosim.planner.response.fit_response, given the seed-mean T of every measured (B, K)
+    (K = 1 as key B; echoed ones as (B, K) with K T steps)."""
+    return _band(_fit("now", m, False), B, K)
+
+
+def planner_seeds(B, K, m: Measurements):
+    """As `planner`, each seed's T given as a repeated measurement."""
+    return _band(_fit("now", m, True), B, K)
+
+
+def _before_module():
+    """echosim/plan/response.py of the checkout in BEFORE (it imports only NumPy and SciPy)."""
+    if BEFORE["path"] is None:
+        raise SystemExit("planner_before needs --before PATH, a checkout of the planner before issue 18 "
+                         "(e.g. git archive a0f40cf | tar -x -C /tmp/plan-before)")
+    import importlib.util
+
+    if "_response_before" not in sys.modules:
+        path = os.path.join(BEFORE["path"], "echosim", "plan", "response.py")
+        spec = importlib.util.spec_from_file_location("_response_before", path)
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules["_response_before"] = mod
+        spec.loader.exec_module(mod)
+    return sys.modules["_response_before"]
+
+
+def planner_before(B, K, m: Measurements):
+    """The planner before issue 18 (echosim.plan.response.fit_response of --before PATH): K = 1
+    keys only, the seed-mean T per B, its default model; echoed measurements are ignored
+    (that API takes none)."""
+    return _band(_fit("before", m, False), B, K)
+
+
+def planner_before_seeds(B, K, m: Measurements):
+    """As `planner_before`, each seed's T given as a repeated measurement."""
+    return _band(_fit("before", m, True), B, K)
 
 
 def _load_predictor(spec: str):
@@ -189,6 +243,7 @@ def deterministic_loader(ratio: float):
     def wallclock(B, K, T):
         return T * max(float(ratio), float(K))
     wallclock.label = f"deterministic loader, R = {ratio:g}"
+    wallclock.ratio = float(ratio)
     return wallclock
 
 
@@ -285,6 +340,49 @@ def print_truths(truths: Truths):
               f"{c.n_lr.sum():.0f} lrs run; {c.cpu_s.sum():.0f} s CPU.")
 
 
+def report(truths: Truths, problems, spec: str, predictor, wallclock, pair, out: str):
+    """Markdown tables of one predictor under one wall-clock model; per-cell CSVs in `out`."""
+    tag = f"R{wallclock.ratio:g}" if hasattr(wallclock, "ratio") else getattr(wallclock, "__name__", "wallclock")
+    print(f"\n## {spec}: wall-clock model {getattr(wallclock, 'label', tag)}\n")
+    print("| problem | scenario | n | T(K) median | T(K) p90 | speedup median | speedup p90 | band coverage | "
+          "truth below band | K rec is best | lost max | lost mean |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    recs = []
+    name = spec.strip(":").replace(":", "_").replace(".", "_")
+    for problem in problems:
+        Bs = sorted(int(b) for b in truths.cells(problem).B.unique())
+        p = pair if all(b in Bs for b in pair) else (Bs[1], Bs[-2])
+        for sc in (Scenario(f"two B {p}", p), Scenario(f"two B {p} + (B, {ECHO_MEASURED})", p, ECHO_MEASURED)):
+            s, df, _ = score(truths, problem, predictor, sc, wallclock)
+            print(f"| {problem} | {sc.label} | {s['n']} | {_pct(s['T_median'])} | {_pct(s['T_p90'])} | "
+                  f"{_pct(s['speedup_median'])} | {_pct(s['speedup_p90'])} | {_pct(s['coverage'])} | "
+                  f"{_pct(s['below_band'])} | {s['rec_match']}/{s['n_B']} | {_pct(s['lost_max'])} | "
+                  f"{_pct(s['lost_mean'])} |")
+            recs.append(f"{problem}, {sc.label}: {s['recs']}")
+            df.to_csv(os.path.join(out, f"predictions_{name}_{problem}_{'echo' if sc.echo else 'k1'}_{tag}.csv"),
+                      index=False)
+    print("\nrecommended K per B (B:K; where it is not a best K by the truths, the best in brackets):\n")
+    print("\n".join(f"- {r}" for r in recs))
+    print("\nissue 18's numbers for the planner before it (two B): " + ", ".join(f"{k} {v}" for k, v in ISSUE_BEFORE.items()))
+    print(f"\n### every pair of batch sizes at K = 1 ({spec}, {tag})\n")
+    print("| problem | scenario | pairs | T(K) median: median [min, max] | T(K) p90: median [min, max] | "
+          "coverage: median [min, max] | K rec is best (all pairs) | lost max (worst pair) |")
+    print("|---|---|---:|---|---|---|---:|---:|")
+    for problem in problems:
+        Bs = sorted(int(b) for b in truths.cells(problem).B.unique())
+        for echo in (None, ECHO_MEASURED):
+            ss = [score(truths, problem, predictor, Scenario("", p, echo), wallclock)[0]
+                  for p in itertools.combinations(Bs, 2)]
+
+            def span(key):
+                v = np.array([s[key] for s in ss])
+                return f"{_pct(np.median(v))} [{_pct(v.min())}, {_pct(v.max())}]"
+            label = "two B" if echo is None else f"two B + (B, {echo})"
+            print(f"| {problem} | {label} | {len(ss)} | {span('T_median')} | {span('T_p90')} | {span('coverage')} | "
+                  f"{sum(s['rec_match'] for s in ss)}/{sum(s['n_B'] for s in ss)} | "
+                  f"{_pct(max(s['lost_max'] for s in ss))} |")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("what", nargs="?", default="all", choices=("all", "truths", "score"))
@@ -292,68 +390,48 @@ def main(argv=None) -> int:
     ap.add_argument("--problems", nargs="+", default=list(protocol.SETTINGS), choices=list(protocol.SETTINGS))
     ap.add_argument("--workers", type=int, default=1, help="problems computed in parallel processes")
     ap.add_argument("--predictor", action="append",
-                    help="module:function (B, K, measurements) -> (median, low, high); repeatable "
-                         "(default: today's planner, bench_plan_validation:planner_today)")
-    ap.add_argument("--pair", nargs=2, type=int, default=list(PAIR), help="the two batch sizes measured at K = 1")
-    ap.add_argument("--ratio", nargs="+", type=float, default=[8.0],
-                    help="loader time per fresh batch in steps (R) of the wall-clock model; one table per R")
+                    help="module:function (B, K, measurements) -> (median, low, high); repeatable (default: "
+                         ":planner, echosim.planner's model, and with --before also :planner_before)")
+    ap.add_argument("--before", metavar="PATH",
+                    help="a checkout of the planner before issue 18, for :planner_before "
+                         "(git archive a0f40cf | tar -x -C PATH)")
+    ap.add_argument("--pair", nargs=2, type=int, default=list(PAIR),
+                    help="the two batch sizes measured at K = 1 (where a problem lacks one: its 2nd and 2nd-last B)")
+    ap.add_argument("--ratio", nargs="+", type=float, default=[2.0, 4.0, 8.0],
+                    help="loader time per fresh batch in steps (R) of the deterministic-loader wall-clock model; "
+                         "one table per R")
+    ap.add_argument("--wallclock", metavar="MODULE:FUNCTION",
+                    help="a wall-clock model (B, K, T) -> time to target, instead of --ratio")
     args = ap.parse_args(argv)
     if args.workers < 1:
-        ap.error("--workers: must be >= 1")
+        ap.error(f"--workers: must be >= 1, got {args.workers}")
+    if not all(r > 0 and math.isfinite(r) for r in args.ratio):
+        ap.error(f"--ratio: every R must be a positive number, got {args.ratio}")
+    if args.pair[0] == args.pair[1] or min(args.pair) < 1:
+        ap.error(f"--pair: two different batch sizes >= 1, got {args.pair}")
+    if args.before is not None and not os.path.exists(os.path.join(args.before, "echosim", "plan", "response.py")):
+        ap.error(f"--before: no echosim/plan/response.py under {args.before}")
     if args.what in ("all", "truths"):
         compute_truths(args.out, args.problems, args.workers, log=print)
+    try:
+        truths = Truths(args.out)
+    except FileNotFoundError as e:
+        print(f"bench_plan_validation.py: {e}", file=sys.stderr)
+        return 2
     if args.what == "truths":
-        print_truths(Truths(args.out))
+        print_truths(truths)
         return 0
-    truths = Truths(args.out)
     problems = [p for p in args.problems if p in set(truths.table.problem)]
-    preds = args.predictor or ["bench_plan_validation:planner_today"]
+    BEFORE["path"] = args.before
+    preds = args.predictor or ([":planner_before"] if args.before else []) + [":planner"]
+    models = [_load_predictor(args.wallclock)] if args.wallclock else [deterministic_loader(r) for r in args.ratio]
     print("# The planner's T(K, B) against independent truths\n")
     print(f"truths: {args.out}; load average {os.getloadavg()[0]:.2f} at the start")
     print_truths(truths)
     for spec in preds:
         predictor = _load_predictor(spec)
-        for ratio in args.ratio:
-            wallclock = deterministic_loader(ratio)
-            print(f"\n## {spec}: wall-clock model {wallclock.label}\n")
-            print("| problem | scenario | n | T(K) median | T(K) p90 | speedup median | speedup p90 | band coverage | "
-                  "truth below band | K rec is best | lost max | lost mean |")
-            print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-            recs = []
-            pair = tuple(args.pair)
-            for problem in problems:
-                Bs = sorted(int(b) for b in truths.cells(problem).B.unique())
-                p = pair if all(b in Bs for b in pair) else (Bs[1], Bs[-2])
-                for sc in (Scenario(f"two B {p}", p), Scenario(f"two B {p} + (B, {ECHO_MEASURED})", p, ECHO_MEASURED)):
-                    s, df, rec = score(truths, problem, predictor, sc, wallclock)
-                    print(f"| {problem} | {sc.label} | {s['n']} | {_pct(s['T_median'])} | {_pct(s['T_p90'])} | "
-                          f"{_pct(s['speedup_median'])} | {_pct(s['speedup_p90'])} | {_pct(s['coverage'])} | "
-                          f"{_pct(s['below_band'])} | {s['rec_match']}/{s['n_B']} | {_pct(s['lost_max'])} | "
-                          f"{_pct(s['lost_mean'])} |")
-                    recs.append(f"{problem}, {sc.label}: {s['recs']}")
-                    name = spec.replace(":", "_").replace(".", "_")
-                    df.to_csv(os.path.join(args.out, f"predictions_{name}_{problem}_{'echo' if sc.echo else 'k1'}_R{ratio:g}.csv"),
-                              index=False)
-            print("\nrecommended K per B (B:K, with the best K by the truths in brackets where it differs):\n")
-            print("\n".join(f"- {r}" for r in recs))
-            print(f"\nissue 18's numbers for today's planner (two B): " + ", ".join(f"{k} {v}" for k, v in ISSUE_BEFORE.items()))
-            print(f"\n### every pair of batch sizes at K = 1 ({spec}, R = {ratio:g})\n")
-            print("| problem | scenario | pairs | T(K) median: median [min, max] | T(K) p90: median [min, max] | "
-                  "coverage: median [min, max] | K rec = best (all pairs) | lost max (worst pair) |")
-            print("|---|---|---:|---|---|---|---:|---:|")
-            for problem in problems:
-                Bs = sorted(int(b) for b in truths.cells(problem).B.unique())
-                for echo in (None, ECHO_MEASURED):
-                    ss = [score(truths, problem, predictor, Scenario("", p, echo), wallclock)[0]
-                          for p in itertools.combinations(Bs, 2)]
-
-                    def span(key):
-                        v = np.array([s[key] for s in ss])
-                        return f"{_pct(np.median(v))} [{_pct(v.min())}, {_pct(v.max())}]"
-                    label = "two B" if echo is None else f"two B + (B, {echo})"
-                    print(f"| {problem} | {label} | {len(ss)} | {span('T_median')} | {span('T_p90')} | {span('coverage')} | "
-                          f"{sum(s['rec_match'] for s in ss)}/{sum(s['n_B'] for s in ss)} | "
-                          f"{_pct(max(s['lost_max'] for s in ss))} |")
+        for wallclock in models:
+            report(truths, problems, spec, predictor, wallclock, tuple(args.pair), args.out)
     print(f"\nload average {os.getloadavg()[0]:.2f} at the end")
     return 0
 
