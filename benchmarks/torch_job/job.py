@@ -9,7 +9,6 @@ Needs ``pip install -e .[torch]`` (torch, pillow) and scikit-learn (the digits).
 from __future__ import annotations
 
 import gc
-import inspect
 import io
 import json
 import math
@@ -44,7 +43,7 @@ class JobConfig:
     image_size: int = 32        # the 8x8 digits upscaled to image_size x image_size, stored as JPEG
     batch_size: int = 128       # B; drop_last: 1438 // 128 = 11 fresh batches per epoch
     hidden: int = 256           # the MLP: image_size**2 -> hidden -> ReLU -> 10
-    lr: float = 0.2             # eta, plain SGD, the same for every policy (the best K = 1 lr, see README)
+    lr: float = 0.1             # eta, plain SGD, the same for every policy (chosen on K = 1: README)
     budget: int = 250           # fresh batches per run, the same for every policy
     max_echo: int = 64          # echoing's cap under greedy
     num_workers: int = 1        # DataLoader worker processes
@@ -251,48 +250,36 @@ def versions() -> dict:
             "cpus": os.cpu_count()}
 
 
-def _echoing(loader, policy, cfg: JobConfig):
-    """echoing over the loader's epochs: with ``epochs=None`` where echoing has it, else `Epochs`."""
-    params = inspect.signature(echosim.echoing).parameters
-    if "epochs" in params:
-        return echosim.echoing(loader, policy, max_echo=cfg.max_echo, epochs=None)
-    return echosim.echoing(Epochs(loader), policy, max_echo=cfg.max_echo)
-
-
 def _close(it) -> None:
     it.close()
     thread = getattr(it, "_thread", None)  # close() does not wait for the background thread
     if thread is not None:
-        thread.join(timeout=30)
+        thread.join(timeout=60)
 
 
-_PER_BATCH_RECORDS = ("load_time", "wait_time", "echo")
+def first_batches(records, n: int):
+    """`Records` of the first `n` fresh batches only: the loop learns that batch n is finished
+    when echoing hands it batch n + 1, which it does not step on (echoing counts one step)."""
+    from dataclasses import replace
 
-
-def _echoing_arrays(it) -> dict:
-    """echoing's per-fresh-batch lists as arrays (load_time, wait_time, and any others it has)."""
-    out = {k: np.asarray(getattr(it, k), dtype=float) for k in ("load_time", "wait_time")}
-    records = getattr(it, "records", None)
-    if callable(records):
-        records = records()
-    if isinstance(records, dict):
-        for k, v in records.items():
-            try:
-                a = np.asarray(v, dtype=float)
-            except (TypeError, ValueError):
-                continue
-            out[f"echoing_{k}"] = a
-    return out
+    keep = records.step_batch < n
+    per_batch = {k: getattr(records, k)[:n] for k in ("load_time", "load_censored", "wait_time", "steps_per_batch",
+                                                       "cap", "epoch")}
+    per_step = {k: getattr(records, k)[keep] for k in ("step_batch", "step_start", "step_time", "loss")}
+    return replace(records, **per_batch, **per_step)
 
 
 def train(policy, seed: int, cfg: JobConfig, root: Path | str, val: tuple, *, block: int = 0,
-          position: int = 0) -> tuple[dict, dict]:
+          position: int = 0):
     """Train one (policy, seed) for ``cfg.budget`` fresh batches through `echosim.echoing`.
 
     The training clock starts when the loop holds the first fresh batch (starting the
-    worker is not counted) and pauses while the parameters are copied after each fresh
-    batch (the copies are evaluated on the validation set after the run).
-    Returns (record, arrays) in the format of `rules.save_run`.
+    worker is not counted). After each fresh batch the parameters are copied inside
+    ``it.paused()`` (taken out of this clock and of echoing's records); the copies are
+    evaluated on the validation set after the run, so the loader gets no head start
+    while the loop evaluates. Every step's loss goes to ``it.report``.
+    Returns (record, arrays, records): the first two in the format of `rules.save_run`,
+    the last echoing's own `Records` (``records.save(path)``; `echosim.plan` reads it).
     """
     load_start = os.getloadavg()
     model = make_model(seed, cfg)
@@ -300,8 +287,7 @@ def train(policy, seed: int, cfg: JobConfig, root: Path | str, val: tuple, *, bl
     snaps = Snapshots(model, cfg.budget)
     snaps.take()
     loader = make_loader(root, seed, cfg)
-    it = _echoing(loader, policy, cfg)
-    report = getattr(it, "report", None)
+    it = echosim.echoing(loader, policy, max_echo=cfg.max_echo, epochs=None, batch_size=cfg.batch_size)
     clock = time.perf_counter
     N = cfg.budget
     train_time = np.zeros(N + 1)
@@ -317,25 +303,31 @@ def train(policy, seed: int, cfg: JobConfig, root: Path | str, val: tuple, *, bl
                     t0 = clock()
                 else:  # fresh batch n is finished: its last step ended at t_end
                     train_time[n], steps_cum[n] = t_end - t0 - paused, steps
-                    p0 = clock()
-                    snaps.take()
-                    paused += clock() - p0
                     if n == N:
                         break
+                    p0 = clock()
+                    with it.paused():
+                        snaps.take()
+                    paused += clock() - p0
                 prev, n = batch, n + 1
             s0 = clock()
             loss = step(batch)
             t_end = clock()
-            if report is not None:
-                report(loss)
+            it.report(loss)
             step_time.append(t_end - s0)
             step_loss.append(loss)
             step_fresh.append(n)
             echo[n - 1] += 1
             steps += 1
         else:
-            raise RuntimeError("the loader ended before the budget")  # Epochs never ends
-        summary = it.summary()
+            raise RuntimeError("the loader ended before the budget")  # epochs=None never ends
+        # the last snapshot, after the loop has moved on (the batch it took is not stepped on)
+        snaps.take()
+        records = first_batches(it.records(), N)
+        summary = records.summary()
+        auto = it.summary().get("auto")  # policy "auto": the cap in force and its decisions' counts
+        if auto is not None:
+            summary["auto"] = auto
     finally:
         _close(it)
         shutdown(loader)
@@ -346,14 +338,18 @@ def train(policy, seed: int, cfg: JobConfig, root: Path | str, val: tuple, *, bl
     gc.collect()
     arrays = {"val_loss": val_loss, "val_acc": val_acc, "train_time": train_time, "steps_cum": steps_cum,
               "echo": echo, "step_time": np.asarray(step_time), "step_loss": np.asarray(step_loss),
-              "step_fresh": np.asarray(step_fresh, dtype=np.int64), **_echoing_arrays(it)}
+              "step_fresh": np.asarray(step_fresh, dtype=np.int64),
+              "load_time": np.asarray(records.load_time, dtype=float),
+              "wait_time": np.asarray(records.wait_time, dtype=float),
+              "load_censored": np.asarray(records.load_censored, dtype=bool),
+              "cap": np.asarray(records.cap, dtype=np.int64)}
     record = {"format": rules.FORMAT, "name": rules.run_name(policy, seed), "policy": policy,
-              "label": rules.policy_label(policy),
-              "seed": int(seed), "block": int(block), "position": int(position), "config": asdict(cfg),
-              "versions": versions(), "loadavg_start": list(load_start), "loadavg_end": list(load_end),
-              "fresh_batches": N, "steps": int(steps), "snapshot_seconds": paused, "elapsed_seconds": elapsed,
-              "reported_losses": report is not None, "echoing_summary": summary}
-    return record, arrays
+              "label": rules.policy_label(policy), "seed": int(seed), "block": int(block),
+              "position": int(position), "config": asdict(cfg), "versions": versions(),
+              "loadavg_start": list(load_start), "loadavg_end": list(load_end), "fresh_batches": N,
+              "steps": int(steps), "snapshot_seconds": paused, "elapsed_seconds": elapsed,
+              "echoing_summary": summary}
+    return record, arrays, records
 
 
 # ---- profiles taken apart, as the how-to says

@@ -27,7 +27,7 @@ import numpy as np
 FORMAT = "echosim-torch-job/1"
 """Written into every record; bump it when a key changes meaning."""
 
-DEFAULT_POLICIES = (1, 2, 4, 8, "greedy")
+DEFAULT_POLICIES = (1, 2, 4, 8, "greedy", "auto")
 
 RUN_ARRAYS = {
     # per fresh batch n = 0..N (n = 0: before training)
@@ -41,11 +41,14 @@ RUN_ARRAYS = {
     "step_time": "wall-clock of each optimizer step (s): forward, backward, update, loss.item()",
     "step_loss": "training loss of each step (before its update)",
     "step_fresh": "the fresh batch (1..N) each step used",
-    # echoing's own records (per fresh batch it produced or handed over)
-    "load_time": "echoing.load_time: the background thread's next() on the loader (s)",
-    "wait_time": "echoing.wait_time: the loop's wait for each fresh batch (s)",
+    # echoing's own records, per fresh batch it handed over (N + 1: the loop stops on batch N + 1)
+    "load_time": "Records.load_time: the background thread's next() on the loader (s)",
+    "load_censored": "Records.load_censored: the thread had been held by a full buffer (load_time a lower bound)",
+    "wait_time": "Records.wait_time: the loop's wait for each fresh batch (s)",
+    "cap": "Records.cap: the most steps the batch could get (K, max_echo, or auto's cap)",
 }
-"""The arrays of a run's NPZ file (more may be present: echoing's extra per-batch records)."""
+"""The arrays of a run's NPZ file. echoing's complete `Records` are saved beside it
+(``<name>.records.npz``, read by ``echosim.planner.records.load_records``)."""
 
 RUN_KEYS = ("format", "name", "policy", "label", "seed", "block", "position", "config", "versions",
             "loadavg_start", "loadavg_end", "fresh_batches", "steps", "snapshot_seconds", "elapsed_seconds",
@@ -215,9 +218,17 @@ def _median(xs: Iterable) -> float | None:
 
 
 def in_run_load(arrays: dict) -> float:
-    """Mean of echoing's load times past the first (the first includes starting the pass)."""
-    lt = np.asarray(arrays["load_time"], dtype=float)
-    return float(lt[1:].mean()) if lt.size > 1 else float("nan")
+    """Mean of echoing's uncensored load times past the first (the first includes starting the
+    pass; a censored one is only a lower bound: the loader's worker had run ahead)."""
+    lt = np.asarray(arrays["load_time"], dtype=float)[1:]
+    keep = ~np.asarray(arrays["load_censored"], dtype=bool)[1:]
+    return float(lt[keep].mean()) if keep.any() else float("nan")
+
+
+def censored_fraction(arrays: dict) -> float:
+    """The fraction of load times (past the first) that are lower bounds only."""
+    c = np.asarray(arrays["load_censored"], dtype=bool)[1:]
+    return float(c.mean()) if c.size else float("nan")
 
 
 def in_run_step(arrays: dict) -> float:
@@ -236,7 +247,8 @@ def per_run_rows(runs: list[tuple[dict, dict]], target: float, profiles: dict | 
         rows.append({"label": rec["label"], "seed": rec["seed"], "block": rec["block"], "position": rec["position"],
                      **t, "mean_K": float(np.mean(arr["echo"])) if len(arr["echo"]) else float("nan"),
                      "fresh_batches": rec["fresh_batches"], "final_val_loss": float(arr["val_loss"][-1]),
-                     "load_in_run": in_run_load(arr), "load_profiled": prof.get("loader_mean", float("nan")),
+                     "load_in_run": in_run_load(arr), "load_censored": censored_fraction(arr),
+                     "load_profiled": prof.get("loader_mean", float("nan")),
                      "step_in_run": in_run_step(arr), "step_profiled": prof.get("step_mean", float("nan")),
                      "loadavg_start": rec["loadavg_start"][0], "loadavg_end": rec["loadavg_end"][0],
                      "elapsed": rec["elapsed_seconds"]})
@@ -253,7 +265,8 @@ def summary_rows(rows: list[dict]) -> list[dict]:
                     **{k: _median(r[k] for r in rs) for k in ("T", "T_first", "steps", "seconds", "seconds_first")},
                     **{k: float(np.nanmedian([r[k] for r in rs])) if any(np.isfinite(r[k]) for r in rs)
                        else float("nan")
-                       for k in ("mean_K", "load_in_run", "load_profiled", "step_in_run", "step_profiled")}})
+                       for k in ("mean_K", "load_in_run", "load_censored", "load_profiled", "step_in_run",
+                                 "step_profiled")}})
     return out
 
 
@@ -290,12 +303,13 @@ def format_summary(rows: list[dict], target: float, budget: int) -> str:
 def format_runs(rows: list[dict]) -> str:
     """Every run, in the order run (Markdown)."""
     head = ("| block | # | policy | seed | T | T first | steps to T | s to T | mean K_t | final loss "
-            "| loader ms | step ms | load avg start-end |")
+            "| loader ms (censored) | step ms | load avg start-end |")
     lines = [head, _rule(head, 4)]
     for r in rows:
         lines.append(
             f"| {r['block']} | {r['position']} | {r['label']} | {r['seed']} | {_fmt(r['T'], 'd', '-')} "
             f"| {_fmt(r['T_first'], 'd', '-')} | {_fmt(r['steps'], 'd', '-')} | {_fmt(r['seconds'], '.2f', '-')} "
-            f"| {r['mean_K']:.2f} | {r['final_val_loss']:.3f} | {1e3 * r['load_in_run']:.1f} "
+            f"| {r['mean_K']:.2f} | {r['final_val_loss']:.3f} "
+            f"| {_fmt(1e3 * r['load_in_run'], '.1f')} ({r['load_censored']:.0%}) "
             f"| {1e3 * r['step_in_run']:.2f} | {r['loadavg_start']:.2f}-{r['loadavg_end']:.2f} |")
     return "\n".join(lines)

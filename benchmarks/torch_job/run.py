@@ -1,7 +1,7 @@
 """A real PyTorch job through `echosim.echoing`: fresh batches and wall-clock to a validation-loss target.
 
     pip install -e .[torch,datasets]                  # torch (CPU build), pillow, scikit-learn
-    python benchmarks/torch_job/run.py                # 5 policies x 3 seeds; about 15-20 min on 2 shared cores
+    python benchmarks/torch_job/run.py                # 6 policies x 3 seeds; about 25 min on 2 busy cores
     python benchmarks/torch_job/run.py --quick        # a smoke run, about 1-2 min
     python benchmarks/torch_job/run.py --summarize torch-job-out --target 0.25   # re-read, another target
 
@@ -41,13 +41,13 @@ def _args(argv):
     ap.add_argument("--out", default=DEFAULT_OUT, help=f"output directory (default {DEFAULT_OUT})")
     ap.add_argument("--cache", default=None, help="JPEG cache directory (default ~/.cache/echosim/torch_job)")
     ap.add_argument("--policies", default=",".join(map(str, rules.DEFAULT_POLICIES)),
-                    help="comma-separated: integers K and any policy echoing accepts (default 1,2,4,8,greedy)")
+                    help="comma-separated: integers K and any policy echoing accepts (default 1,2,4,8,greedy,auto)")
     ap.add_argument("--seeds", default="0,1,2", help="comma-separated seeds (default 0,1,2)")
     ap.add_argument("--budget", type=int, default=None, help="fresh batches per run (default 250; --quick 60)")
     ap.add_argument("--target", type=float, default=DEFAULT_TARGET,
                     help=f"validation-loss target L* (default {DEFAULT_TARGET})")
     ap.add_argument("--batch-size", type=int, default=None, help="B (default 128)")
-    ap.add_argument("--lr", type=float, default=None, help="SGD learning rate, every policy (default 0.2)")
+    ap.add_argument("--lr", type=float, default=None, help="SGD learning rate, every policy (default 0.1)")
     ap.add_argument("--hidden", type=int, default=None, help="MLP hidden width (default 256)")
     ap.add_argument("--max-echo", type=int, default=None, help="echoing's cap under greedy (default 64)")
     ap.add_argument("--quick", action="store_true", help="a smoke run: seed 0 only, 60 fresh batches")
@@ -130,8 +130,9 @@ def main(argv=None) -> int:
         print(f"block {block} (seed {seed}): profiled alone: loader {1e3 * prof['loader_mean']:.1f} ms/batch, "
               f"step {1e3 * prof['step_mean']:.2f} ms; load {l0[0]:.2f}", flush=True)
         for position, (s, policy) in enumerate(p for p in order if p[0] == seed):
-            record, arrays = job.train(policy, seed, cfg, root, val, block=block, position=position)
+            record, arrays, records = job.train(policy, seed, cfg, root, val, block=block, position=position)
             rules.save_run(out, record, arrays)
+            records.save(out / f"{record['name']}.records.npz")
             t = rules.at_target(arrays, a.target)
             print(f"  {record['label']:>7} seed {seed}: T {t['T']}, first entry {t['T_first']}, "
                   f"{record['steps']} steps, mean K {np.mean(arrays['echo']):.2f}, "

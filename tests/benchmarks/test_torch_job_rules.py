@@ -102,7 +102,8 @@ def _arrays(val_loss, K=2):
     return {"val_loss": np.asarray(val_loss, float), "val_acc": np.zeros(n + 1), "train_time": np.arange(n + 1) * 0.1,
             "steps_cum": np.arange(n + 1) * K, "echo": np.full(n, K), "step_time": np.full(n * K, 0.01),
             "step_loss": np.ones(n * K), "step_fresh": np.repeat(np.arange(1, n + 1), K),
-            "load_time": np.array([0.5, 0.05, 0.07, 0.06]), "wait_time": np.zeros(n)}
+            "load_time": np.array([0.5, 0.05, 0.07, 0.06, 0.01]), "load_censored": np.array([0, 0, 0, 0, 1], bool),
+            "wait_time": np.zeros(n + 1), "cap": np.full(n + 1, K)}
 
 
 def test_a_run_round_trips_and_nan_is_written_as_null(tmp_path):
@@ -146,7 +147,8 @@ def test_summary_medians_treat_a_missed_target_as_not_reached(tmp_path):
     assert (k2["label"], k2["reached"], k2["T"], k2["steps"]) == ("K=2", 2, 3.0, 6.0)  # T = 2, 3 and not reached
     assert (greedy["reached"], greedy["T"], greedy["seconds"]) == (1, None, None)
     assert k2["mean_K"] == 2.0 and greedy["mean_K"] == 5.0
-    assert k2["load_in_run"] == pytest.approx(0.06) and k2["load_profiled"] == 0.04
+    assert k2["load_in_run"] == pytest.approx(0.06) and k2["load_profiled"] == 0.04  # the censored 0.01 left out
+    assert k2["load_censored"] == 0.25
     text = rules.format_summary(table, 0.5, 4)
     lines = [ln for ln in text.splitlines() if ln.startswith("|")]
     assert len(lines) == 4 and len({ln.count("|") for ln in lines}) == 1
