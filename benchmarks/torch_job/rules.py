@@ -208,7 +208,7 @@ def load_runs(out: Path | str) -> list[tuple[dict, dict]]:
 
 # ---- the summary
 
-def _median(xs: Iterable) -> float | None:
+def median_reached(xs: Iterable) -> float | None:
     """Median with None as 'not reached' (+inf): None when more than half are not reached."""
     v = np.array([np.inf if x is None else float(x) for x in xs], dtype=float)
     if v.size == 0:
@@ -247,6 +247,7 @@ def per_run_rows(runs: list[tuple[dict, dict]], target: float, profiles: dict | 
         rows.append({"label": rec["label"], "seed": rec["seed"], "block": rec["block"], "position": rec["position"],
                      **t, "mean_K": float(np.mean(arr["echo"])) if len(arr["echo"]) else float("nan"),
                      "fresh_batches": rec["fresh_batches"], "final_val_loss": float(arr["val_loss"][-1]),
+                     "interval": float(arr["train_time"][-1]) / max(len(arr["echo"]), 1),
                      "load_in_run": in_run_load(arr), "load_censored": censored_fraction(arr),
                      "load_profiled": prof.get("loader_mean", float("nan")),
                      "step_in_run": in_run_step(arr), "step_profiled": prof.get("step_mean", float("nan")),
@@ -262,10 +263,11 @@ def summary_rows(rows: list[dict]) -> list[dict]:
     for lab in labels:
         rs = [r for r in rows if r["label"] == lab]
         out.append({"label": lab, "seeds": len(rs), "reached": sum(r["T"] is not None for r in rs),
-                    **{k: _median(r[k] for r in rs) for k in ("T", "T_first", "steps", "seconds", "seconds_first")},
+                    **{k: median_reached(r[k] for r in rs) for k in ("T", "T_first", "steps", "seconds",
+                                                                      "seconds_first")},
                     **{k: float(np.nanmedian([r[k] for r in rs])) if any(np.isfinite(r[k]) for r in rs)
                        else float("nan")
-                       for k in ("mean_K", "load_in_run", "load_censored", "load_profiled", "step_in_run",
+                       for k in ("mean_K", "interval", "load_in_run", "load_censored", "load_profiled", "step_in_run",
                                  "step_profiled")}})
     return out
 
@@ -287,7 +289,7 @@ def _rule(head: str, text_columns: int) -> str:
 def format_summary(rows: list[dict], target: float, budget: int) -> str:
     """The summary table (Markdown): per policy, medians over seeds."""
     head = ("| policy | reached | T (stays) | T (first entry) | steps to T | wall-clock to T (s) | mean K_t "
-            "| loader ms/batch in-run | profiled | step ms in-run | profiled |")
+            "| ms per fresh batch | loader ms/batch in-run | profiled | step ms in-run | profiled |")
     lines = [f"Target: validation loss <= {target:g}, reached and kept to the end of {budget} fresh batches "
              "(medians over seeds; 'not reached' when more than half of the seeds did not).", "",
              head, _rule(head, 1)]
@@ -295,6 +297,7 @@ def format_summary(rows: list[dict], target: float, budget: int) -> str:
         lines.append(
             f"| {r['label']} | {r['reached']}/{r['seeds']} | {_fmt(r['T'], '.0f')} | {_fmt(r['T_first'], '.0f')} "
             f"| {_fmt(r['steps'], '.0f')} | {_fmt(r['seconds'], '.2f')} | {_fmt(r['mean_K'], '.2f')} "
+            f"| {_fmt(1e3 * r['interval'], '.0f')} "
             f"| {_fmt(1e3 * r['load_in_run'], '.1f')} | {_fmt(1e3 * r['load_profiled'], '.1f')} "
             f"| {_fmt(1e3 * r['step_in_run'], '.2f')} | {_fmt(1e3 * r['step_profiled'], '.2f')} |")
     return "\n".join(lines)
