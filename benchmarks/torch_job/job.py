@@ -43,7 +43,7 @@ class JobConfig:
     image_size: int = 32        # the 8x8 digits upscaled to image_size x image_size, stored as JPEG
     batch_size: int = 128       # B; drop_last: 1438 // 128 = 11 fresh batches per epoch
     hidden: int = 256           # the MLP: image_size**2 -> hidden -> ReLU -> 10
-    lr: float = 0.1             # eta, plain SGD, the same for every policy (chosen on K = 1: README)
+    lr: float = 0.2             # eta, plain SGD, the same for every policy: the best K = 1 lr (lr_scan.py)
     budget: int = 250           # fresh batches per run, the same for every policy
     max_echo: int = 64          # echoing's cap under greedy
     num_workers: int = 1        # DataLoader worker processes

@@ -47,7 +47,7 @@ def _args(argv):
     ap.add_argument("--target", type=float, default=DEFAULT_TARGET,
                     help=f"validation-loss target L* (default {DEFAULT_TARGET})")
     ap.add_argument("--batch-size", type=int, default=None, help="B (default 128)")
-    ap.add_argument("--lr", type=float, default=None, help="SGD learning rate, every policy (default 0.1)")
+    ap.add_argument("--lr", type=float, default=None, help="SGD learning rate, every policy (default 0.2)")
     ap.add_argument("--hidden", type=int, default=None, help="MLP hidden width (default 256)")
     ap.add_argument("--max-echo", type=int, default=None, help="echoing's cap under greedy (default 64)")
     ap.add_argument("--quick", action="store_true", help="a smoke run: seed 0 only, 60 fresh batches")
