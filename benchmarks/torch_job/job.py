@@ -223,7 +223,7 @@ class Snapshots:
     def __init__(self, model: torch.nn.Module, n: int):
         self.params = list(model.parameters())
         self.sizes = [p.numel() for p in self.params]
-        self.buf = torch.empty((n + 1, sum(self.sizes)), dtype=torch.float32)
+        self.buf = torch.zeros((n + 1, sum(self.sizes)), dtype=torch.float32)  # pages touched now, not in the run
         self.n = 0
 
     @torch.no_grad()
