@@ -36,7 +36,7 @@ Examples
 True
 >>> pilot = fit_response({64: 1100.0, 1024: 160.0, (1024, 4): 240.0})   # 240 steps = 60 fresh batches
 >>> round(pilot.predict(4, 1024))     # learned, up to the measurement's assumed 15% error
-58
+57
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ import numpy as np
 
 __all__ = ["Response", "fit_response", "PRIOR", "MODEL_ERROR", "ACCURACY", "k_eff", "t_one"]
 
-PRIOR = {"log_be_offset": 0.5, "log_be_sd": 1.0, "gamma": 2.8, "gamma_sd": 0.8}
+PRIOR = {"log_be_offset": 0.2, "log_be_sd": 1.7, "gamma": 2.6, "gamma_sd": 0.8}
 """The prior of kappa(B) = 1 + (B/B_e)^gamma with K = 1 measurements only:
 log B_e ~ N(log(E/S) + log_be_offset, log_be_sd^2), gamma ~ N(gamma, gamma_sd^2) (> 0).
 Calibrated on simulated problems (docs/background/plan-model.md)."""
@@ -273,7 +273,7 @@ def fit_response(steps_to_target, *, n_draws: int = N_DRAWS, rel_error: float = 
     # batch size measured only with echoing, by its extrapolation error
     b_noise = np.where(dS > 0, dE / np.maximum(dS, 1e-300), np.inf)
     b_noise = np.where(np.isfinite(b_noise) & (b_noise > 0), b_noise, max(sizes))
-    n_prior = n_draws * 8 if echoed else n_draws
+    n_prior = n_draws * 40 if echoed else n_draws  # enough draws near a measurement to resample from
     idx = rng.integers(0, n_draws, n_prior) if echoed else np.arange(n_draws)
     pS, pE = dS[idx], dE[idx]
     pBe = b_noise[idx] * np.exp(PRIOR["log_be_offset"] + PRIOR["log_be_sd"] * rng.normal(size=n_prior))

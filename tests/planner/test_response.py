@@ -57,7 +57,7 @@ def test_one_echoed_measurement_pins_its_batch_size():
     data = {**k1(64, 1024), (1024, 8): 8 * truth(8, 1024)}
     fit = fit_response(data)
     assert "posterior" in fit.echo_source and "(B=1024, K=8)" in fit.echo_source
-    assert fit.predict(8, 1024) == pytest.approx(truth(8, 1024), rel=0.1)  # within its observation error
+    assert fit.predict(8, 1024) == pytest.approx(truth(8, 1024), rel=0.15)  # within its observation error
     lo_p, hi_p = band(fit_response(k1(64, 1024)), 8, 1024)
     lo, hi = band(fit, 8, 1024)
     assert (hi / lo) < 0.8 * (hi_p / lo_p)  # learned: the band narrows where it was measured
