@@ -8,18 +8,21 @@ real training loop, auto against sync, fixed K and greedy (run on demand, not in
     python benchmarks/bench_auto.py --cpu               # auto's CPU cost per step against greedy
     python benchmarks/bench_auto.py --torch             # case 5: the PyTorch job (benchmarks/torch_job)
 
-The loop is written here, apart from echosim's optimizers and runner. A loader (a
-generator) draws fresh batch t of a NumPy problem from ``default_rng([seed, t])`` (the
-same batches for every policy: common random numbers) and sleeps until ``t_load`` has
-passed (the slow pipeline); a step computes the minibatch loss and gradient at the
-current iterate, updates it (plain SGD at the user's learning rate), sleeps until
-``t_step`` has passed since the step began (the accelerator's fixed time per step, inside
-which the NumPy work runs: on a loaded machine that work alone varies several-fold, and a
-sleep added after it would let the machine's load set the loader/step ratio R) and reports
-the loss computed before the update (``it.report(loss)``, what a forward pass gives). After the last step on each fresh batch the iterate is
-copied with the training clock paused (``with it.paused():``); the exact population
-excess risk of every copy is evaluated after the run (least squares: in closed form;
-logistic: on the whole table the batches are drawn from, which is the population).
+The loop is written here, apart from echosim's optimizers and runner. Fresh batch t of a
+NumPy problem comes from ``default_rng([seed, t])``, drawn before the clock starts and
+shared by every policy at that seed (common random numbers); a loader (a generator)
+hands them out, sleeping ``t_load`` before each (the slow pipeline: waiting, not the
+training process's CPU, which drawing 10^5 normals per batch in the loader thread would
+take from the step on a loaded machine); a step computes the minibatch loss and gradient
+at the current iterate, updates it (plain SGD at the user's learning rate), sleeps until
+``t_step`` has passed since the step began (the accelerator's fixed time per step,
+inside which the NumPy work runs: on a loaded machine that work alone varies
+severalfold, and a sleep added after it would let the machine's load set the loader/step
+ratio R) and reports the loss computed before the update (``it.report(loss)``, what a
+forward pass gives). After the last step on each fresh batch the iterate is copied with
+the training clock paused (``with it.paused():``); the exact population excess risk of
+every copy is evaluated after the run (least squares: in closed form; logistic: on the
+whole table the batches are drawn from, which is the population).
 
 Target rule, the same for every policy and case: the wall-clock (training clock) at the
 first fresh batch from which a centred geometric mean of the excess risk over 9 fresh
@@ -54,7 +57,6 @@ os.environ.setdefault("MKL_NUM_THREADS", "1")
 import numpy as np  # noqa: E402
 
 POLICIES = ("sync", 2, 4, 8, "greedy", "auto")
-FIXED = ("sync", 2, 4, 8, "greedy")  # the peers auto is measured against
 HALF_WINDOW = 4                       # the centred smoothing: 2 * 4 + 1 = 9 fresh batches
 
 
@@ -191,20 +193,23 @@ CASES = {c.name: c for c in (
 
 # ---- the loop
 
-class SleepyLoader:
-    """`n` fresh batches of `problem`; batch t comes from ``default_rng([seed, t])`` and takes
-    `t_load` seconds to produce (drawing it, then sleeping the rest)."""
+def draw_batches(problem, B: int, seed: int, n: int) -> list:
+    """Fresh batches 0..n-1 of a run: batch t from ``default_rng([seed, t])``, drawn before
+    the clock starts (so the loader spends no CPU in the timed loop) and shared by every
+    policy at this seed (common random numbers)."""
+    return [problem.batch(np.random.default_rng([seed, t]), B) for t in range(n)]
 
-    def __init__(self, problem, B: int, seed: int, n: int, t_load: float):
-        self.problem, self.B, self.seed, self.n, self.t_load = problem, B, seed, n, t_load
+
+class SleepyLoader:
+    """Yields `batches` in order, each after `t_load` seconds of sleep: a slow pipeline
+    whose time is waiting (I/O, remote workers), not the training process's CPU."""
+
+    def __init__(self, batches: list, t_load: float):
+        self.batches, self.t_load = batches, t_load
 
     def __iter__(self):
-        for t in range(self.n):
-            t0 = time.perf_counter()
-            batch = self.problem.batch(np.random.default_rng([self.seed, t]), self.B)
-            rest = self.t_load - (time.perf_counter() - t0)
-            if rest > 0:
-                time.sleep(rest)
+        for batch in self.batches:
+            time.sleep(self.t_load)
             yield batch
 
 
@@ -212,7 +217,7 @@ def policy_label(policy) -> str:
     return f"K={policy}" if isinstance(policy, int) else policy
 
 
-def train(case: Case, problem, policy, seed: int, scale: float = 1.0) -> dict:
+def train(case: Case, problem, policy, seed: int, batches: list, scale: float = 1.0) -> dict:
     """One run: `case.budget` fresh batches through ``echosim.echoing(loader, policy)``.
 
     Returns the training clock and the iterate after every fresh batch (index 0: before
@@ -221,7 +226,7 @@ def train(case: Case, problem, policy, seed: int, scale: float = 1.0) -> dict:
 
     B, lr, budget = case.B, case.lr, case.budget
     t_step = case.t_step * scale
-    loader = SleepyLoader(problem, B, seed, budget + 1, case.t_load * scale)
+    loader = SleepyLoader(batches[:budget + 1], case.t_load * scale)
     it = echosim.echoing(loader, policy, max_echo=case.max_echo)
     w = problem.w0.copy()
     iterates = np.empty((budget + 1, len(w)))
@@ -336,7 +341,8 @@ def _decisions_line(decisions, limit: int = 14) -> str:
         if a == "probe":
             parts.append(f"{d['batch']}: probe {d['cap']}")
         elif a in ("switch", "step down"):
-            parts.append(f"{d['batch']}: {a} {d.get('previous')}→{d['cap']}" + (f" ({d['why']})" if "why" in d else ""))
+            why = f" ({d['why']})" if "why" in d else ""
+            parts.append(f"{d['batch']}: {a} {d.get('previous')}→{d['cap']}{why}")
         elif a == "keep":
             parts.append(f"{d['batch']}: keep {d['cap']} (probe {d.get('probe')}: "
                          f"{'z=%.1f' % d['z'] if 'z' in d else d.get('why', '')})")
@@ -351,7 +357,8 @@ def case_report(case: Case, problem, runs: list[dict], seeds, load: tuple, secon
     lines = [f"### {case.title} (`{case.name}`)\n",
              f"{problem.describe()}; B = {case.B}, lr = {case.lr:g}, target excess risk {case.target:g}, "
              f"budget {case.budget} fresh batches; loader {1e3 * case.t_load:g} ms per batch, step "
-             f"{1e3 * case.t_step:g} ms (the NumPy step runs inside it); max_echo {case.max_echo}. Claimed regime: {case.claim}.\n",
+             f"{1e3 * case.t_step:g} ms (the NumPy step runs inside it); max_echo {case.max_echo}. "
+             f"Claimed regime: {case.claim}.\n",
              f"Load average {load[0]:.2f} at the start, {load[1]:.2f} at the end; {seconds:.0f} s.\n"]
     by = {}
     for r in runs:
@@ -377,10 +384,11 @@ def case_report(case: Case, problem, runs: list[dict], seeds, load: tuple, secon
     if "auto" in med and best is not None:
         ratio = math.inf if med["auto"] is None else med["auto"] / med[best]
         verdict = "within 10%" if ratio <= 1.10 else "MISSED (more than 10% slower)"
-        lines.append(f"\nauto / best ({best}) = **{ratio:.2f}** ({verdict}); sync / best = "
-                     f"{_fmt_s(med['sync'] / med[best] if med.get('sync') else None)}, "
-                     f"greedy / best = {_fmt_s(med['greedy'] / med[best] if med.get('greedy') else None)}.")
-        lines.append("\nauto's caps per fresh batch (runs: cap×batches) and decisions (fresh batch: action), per seed:\n")
+        others = [f"{p} / best = {_fmt_s(None if med[p] is None else med[p] / med[best])}"
+                  for p in ("sync", "greedy") if p in med and p != best]
+        lines.append(f"\nauto / best ({best}) = **{ratio:.2f}** ({verdict})" + "".join(f"; {o}" for o in others) + ".")
+        lines.append("\nauto's caps per fresh batch (runs: cap×batches) and decisions (fresh batch: action), "
+                     "per seed:\n")
         for r in sorted(by["auto"], key=lambda r: r["seed"]):
             lines.append(f"- seed {r['seed']}: to target {_fmt_s(r['time'])} s (fresh batch {r['T']}); caps "
                          f"{_cap_runs(r['cap'])}; {_decisions_line(r.get('decisions', []))}")
@@ -538,6 +546,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cases", default=",".join(CASES), help=f"comma-separated, from {', '.join(CASES)}")
     ap.add_argument("--seeds", type=int, default=5, help="seeds per case (default 5)")
+    ap.add_argument("--policies", default=",".join(map(str, POLICIES)),
+                    help="comma-separated, from sync, 2, 4, 8, greedy, auto (default all)")
     ap.add_argument("--quick", action="store_true", help="1 seed, loader and step times halved")
     ap.add_argument("--calibrate", action="store_true", help="only the regimes: fixed K, no sleeps, no echoing")
     ap.add_argument("--cpu", action="store_true", help="only auto's CPU cost per step")
@@ -549,6 +559,10 @@ def main(argv=None) -> int:
     unknown = [c for c in names if c not in CASES]
     if unknown:
         ap.error(f"--cases: unknown {', '.join(unknown)}; expected names from {', '.join(CASES)}")
+    allowed = {str(p): p for p in POLICIES}
+    policies = [allowed.get(p.strip()) for p in args.policies.split(",") if p.strip()]
+    if not policies or None in policies or len(set(map(str, policies))) != len(policies):
+        ap.error(f"--policies: expected distinct names from {', '.join(allowed)}, got {args.policies!r}")
     if args.seeds < 1:
         ap.error(f"--seeds: expected an integer >= 1, got {args.seeds}")
     seeds = list(range(1 if args.quick else args.seeds))
@@ -576,11 +590,12 @@ def main(argv=None) -> int:
             load0, t0 = os.getloadavg()[0], time.perf_counter()
             runs = []
             for j, seed in enumerate(seeds):
-                order = list(POLICIES[j % len(POLICIES):] + POLICIES[:j % len(POLICIES)])
+                order = policies[j % len(policies):] + policies[:j % len(policies)]
+                batches = draw_batches(problem, case.B, seed, case.budget + 1)
                 for policy in order:
                     with warnings.catch_warnings():
                         warnings.simplefilter("ignore", RuntimeWarning)
-                        run = train(case, problem, policy, seed, scale)
+                        run = train(case, problem, policy, seed, batches, scale)
                     run.update(score(run, problem, case.target))
                     runs.append(run)
                     print(f"  {name} seed {seed} {run['policy']:>6}: to target {_fmt_s(run['time'])} s "
