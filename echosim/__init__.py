@@ -46,6 +46,9 @@ _EXPORTS = {
     "overlay": "echosim.plots.views",
     "plan": "echosim.planner.advisor",
     "echoing": "echosim.planner.echoing",
+    "pilot": "echosim.planner.pilot",
+    "Records": "echosim.planner.records",
+    "load_records": "echosim.planner.records",
 }
 _MODULES = {"datasets": "echosim.training.datasets"}  # public submodule shortcuts
 
