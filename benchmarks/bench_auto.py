@@ -6,7 +6,7 @@ real training loop, auto against sync, fixed K and greedy (run on demand, not in
     python benchmarks/bench_auto.py --cases ls-pays,logistic-moves --seeds 3
     python benchmarks/bench_auto.py --calibrate         # no sleeps, no echoing: the regimes, per fixed K
     python benchmarks/bench_auto.py --cpu               # auto's CPU cost per step against greedy
-    python benchmarks/bench_auto.py --torch             # case 5: the PyTorch job (benchmarks/torch_job)
+    python benchmarks/bench_auto.py --torch             # case 5: the PyTorch job (benchmarks/torch_job), 3 seeds
 
 The loop is written here, apart from echosim's optimizers and runner. Fresh batch t of a
 NumPy problem comes from ``default_rng([seed, t])``, drawn before the clock starts and
@@ -217,7 +217,8 @@ def policy_label(policy) -> str:
     return f"K={policy}" if isinstance(policy, int) else policy
 
 
-def train(case: Case, problem, policy, seed: int, batches: list, scale: float = 1.0) -> dict:
+def train(case: Case, problem, policy, seed: int, batches: list, scale: float = 1.0,
+          auto: dict | None = None) -> dict:
     """One run: `case.budget` fresh batches through ``echosim.echoing(loader, policy)``.
 
     Returns the training clock and the iterate after every fresh batch (index 0: before
@@ -227,7 +228,7 @@ def train(case: Case, problem, policy, seed: int, batches: list, scale: float = 
     B, lr, budget = case.B, case.lr, case.budget
     t_step = case.t_step * scale
     loader = SleepyLoader(batches[:budget + 1], case.t_load * scale)
-    it = echosim.echoing(loader, policy, max_echo=case.max_echo)
+    it = echosim.echoing(loader, policy, max_echo=case.max_echo, auto=auto if policy == "auto" else None)
     w = problem.w0.copy()
     iterates = np.empty((budget + 1, len(w)))
     iterates[0] = w
@@ -265,8 +266,9 @@ def train(case: Case, problem, policy, seed: int, batches: list, scale: float = 
     out = {"policy": policy_label(policy), "seed": seed, "times": times, "iterates": iterates,
            "echo": np.asarray(rec.steps_per_batch[:budget]), "cap": np.asarray(rec.cap[:budget]),
            "steps": int(np.sum(rec.steps_per_batch[:budget])), "elapsed": float(times[-1]),
-           "mean_load_ms": 1e3 * float(np.mean(rec.load_time[:budget])),
-           "mean_step_ms": 1e3 * float(np.nanmedian(rec.step_time)),
+           "load_ms": 1e3 * float(np.mean(rec.load_time[:budget])),
+           "step_ms_median": 1e3 * float(np.nanmedian(rec.step_time)),
+           "step_ms_mean": 1e3 * float(np.nanmean(rec.step_time)),
            "loadavg": [load0, os.getloadavg()[0]]}
     if policy == "auto":
         out["decisions"] = [dict(d) for d in rec.decisions]
@@ -392,10 +394,10 @@ def case_report(case: Case, problem, runs: list[dict], seeds, load: tuple, secon
         for r in sorted(by["auto"], key=lambda r: r["seed"]):
             lines.append(f"- seed {r['seed']}: to target {_fmt_s(r['time'])} s (fresh batch {r['T']}); caps "
                          f"{_cap_runs(r['cap'])}; {_decisions_line(r.get('decisions', []))}")
-    timing = {p: (np.mean([r["mean_load_ms"] for r in by[p]]), np.mean([r["mean_step_ms"] for r in by[p]]))
+    timing = {p: [np.mean([r[k] for r in by[p]]) for k in ("load_ms", "step_ms_median", "step_ms_mean")]
               for p in labels}
-    lines.append("\nmeasured in the loop (mean over seeds): loader ms per batch / step ms: "
-                 + ", ".join(f"{p} {a:.1f}/{b:.2f}" for p, (a, b) in timing.items()))
+    lines.append("\nmeasured in the loop (mean over seeds): loader ms per batch / step ms, median and mean: "
+                 + ", ".join(f"{p} {a:.1f} / {b:.2f}, {c:.2f}" for p, (a, b, c) in timing.items()))
     result = {"case": case.name, "median_s": med, "median_s_raw": med_raw, "best": best, "ratio": ratio,
               "loadavg": list(load), "seconds": seconds}
     return "\n".join(lines) + "\n", result
@@ -505,19 +507,57 @@ def cpu_cost(repeats: int = 9, batches: int = 300, echo: int = 8) -> str:
 
 # ---- the PyTorch job (case 5)
 
-def torch_case(args) -> str:
-    """Case 5: benchmarks/torch_job with auto among the policies; its own rule and summary."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    sys.path.insert(0, os.path.join(here, "torch_job"))
-    import run as torch_run  # noqa: E402  (benchmarks/torch_job/run.py)
+def torch_case(args, seeds) -> str:
+    """Case 5: the PyTorch job of benchmarks/torch_job (its loop, its validation-loss
+    target and reach-and-stay rule, its records) under K = 1, 2, 4, 8, greedy and auto,
+    run here (or read back from ``--torch-from``); reported as the other cases are."""
+    from pathlib import Path
 
-    out = args.torch_out
-    argv = ["--out", out, "--policies", "1,2,4,8,greedy,auto",
-            "--seeds", ",".join(str(s) for s in range(args.seeds))] + (["--quick"] if args.quick else [])
-    torch_run.main(argv)
-    with open(os.path.join(out, "summary.json"), encoding="utf-8") as f:
-        summary = json.load(f)
-    return json.dumps(summary, indent=1)[:4000]
+    from echosim.planner.records import load_records
+
+    sys.path.insert(0, os.path.abspath(args.torch_job))
+    import rules  # benchmarks/torch_job/rules.py (torch-free)
+
+    out = Path(args.torch_from or args.torch_out)
+    if not args.torch_from:
+        import run as torch_run  # benchmarks/torch_job/run.py (needs torch)
+
+        torch_run.main(["--out", str(out), "--policies", "1,2,4,8,greedy,auto",
+                        "--seeds", ",".join(map(str, seeds))] + (["--quick"] if args.quick else []))
+    job = json.loads((out / "job.json").read_text(encoding="utf-8"))
+    target = job["target"]
+    by: dict = {}
+    for record, arrays in rules.load_runs(out):
+        t = rules.at_target(arrays, target)
+        decisions = ()
+        rec_path = out / f"{record['name']}.records.npz"
+        if record["label"] == "auto" and rec_path.exists():
+            decisions = load_records(rec_path).decisions
+        by.setdefault(record["label"], []).append(
+            {"seed": record["seed"], "time": t["seconds"], "T": t["T"], "cap": arrays["cap"],
+             "mean_K": float(np.mean(arrays["echo"])), "decisions": list(decisions)})
+    cfg = job["config"]
+    lines = [f"The job ({', '.join(f'{k} {v}' for k, v in cfg.items())}); target validation loss {target:g} (reached and kept to the end of the budget, "
+             f"the job's own rule on the raw curve); seeds {job['seeds']}; load average at its start "
+             f"{job['loadavg_start'][0]:.2f}.\n",
+             "| policy | median s to target | per seed (s) | fresh batches to target (median) | mean K |",
+             "|---|---:|---|---:|---:|"]
+    med = {p: _median([r["time"] for r in rs]) for p, rs in by.items()}
+    peers = [p for p in by if p != "auto" and med[p] is not None]
+    best = min(peers, key=lambda p: med[p]) if peers else None
+    for p, rs in by.items():
+        rs = sorted(rs, key=lambda r: r["seed"])
+        lines.append(f"| {p}{' (best)' if p == best else ''} | {_fmt_s(med[p])} | "
+                     f"{', '.join(_fmt_s(r['time']) for r in rs)} | {_fmt_s(_median([r['T'] for r in rs]), 0)} | "
+                     f"{np.mean([r['mean_K'] for r in rs]):.2f} |")
+    if "auto" in by and best is not None:
+        ratio = math.inf if med["auto"] is None else med["auto"] / med[best]
+        verdict = "within 10%" if ratio <= 1.10 else "MISSED (more than 10% slower)"
+        lines.append(f"\nauto / best ({best}) = **{ratio:.2f}** ({verdict}).\n")
+        for r in sorted(by["auto"], key=lambda r: r["seed"]):
+            lines.append(f"- seed {r['seed']}: to target {_fmt_s(r['time'])} s (fresh batch {r['T']}); caps "
+                         f"{_cap_runs(r['cap'])}; {_decisions_line(r['decisions'])}")
+    return "\n".join(lines) + "\n"
 
 
 # ---- main
@@ -545,14 +585,19 @@ def _jsonable(o):
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cases", default=",".join(CASES), help=f"comma-separated, from {', '.join(CASES)}")
-    ap.add_argument("--seeds", type=int, default=5, help="seeds per case (default 5)")
+    ap.add_argument("--seeds", type=int, default=None, help="seeds per case (default 5; the PyTorch job 3)")
     ap.add_argument("--policies", default=",".join(map(str, POLICIES)),
                     help="comma-separated, from sync, 2, 4, 8, greedy, auto (default all)")
     ap.add_argument("--quick", action="store_true", help="1 seed, loader and step times halved")
+    ap.add_argument("--auto-window", type=int, default=None, metavar="N",
+                    help="policy auto's window (fresh batches per block; default: echoing's)")
     ap.add_argument("--calibrate", action="store_true", help="only the regimes: fixed K, no sleeps, no echoing")
     ap.add_argument("--cpu", action="store_true", help="only auto's CPU cost per step")
     ap.add_argument("--torch", action="store_true", help="only case 5, the PyTorch job (needs .[torch])")
     ap.add_argument("--torch-out", default="torch-job-auto-out", help="output directory of case 5")
+    ap.add_argument("--torch-from", default=None, metavar="DIR", help="case 5: only read the runs in DIR")
+    ap.add_argument("--torch-job", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "torch_job"),
+                    metavar="DIR", help="the PyTorch job's directory (default: torch_job beside this file)")
     ap.add_argument("--json", default=None, help="write every run (curves, caps, decisions) to this JSON file")
     args = ap.parse_args(argv)
     names = [c.strip() for c in args.cases.split(",") if c.strip()]
@@ -563,21 +608,34 @@ def main(argv=None) -> int:
     policies = [allowed.get(p.strip()) for p in args.policies.split(",") if p.strip()]
     if not policies or None in policies or len(set(map(str, policies))) != len(policies):
         ap.error(f"--policies: expected distinct names from {', '.join(allowed)}, got {args.policies!r}")
-    if args.seeds < 1:
+    args.torch = args.torch or args.torch_from is not None
+    if args.seeds is not None and args.seeds < 1:
         ap.error(f"--seeds: expected an integer >= 1, got {args.seeds}")
-    seeds = list(range(1 if args.quick else args.seeds))
+    auto_options = None if args.auto_window is None else {"window": args.auto_window}
+    if auto_options is not None:
+        from echosim.pipeline.auto import AutoEcho
+
+        try:
+            AutoEcho(**auto_options)
+        except ValueError as exc:
+            ap.error(f"--auto-window: {exc}")
+    n_seeds = 1 if args.quick else args.seeds or (3 if args.torch else 5)
+    seeds = list(range(n_seeds))
     scale = 0.5 if args.quick else 1.0
     print("# policy='auto' against fixed echo policies in a real loop\n")
     print(f"- {_versions()}; {platform.machine()}, {os.cpu_count()} cores")
     print(f"- load average at the start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print(f"- command: python benchmarks/bench_auto.py {' '.join(sys.argv[1:] if argv is None else argv)}\n")
+    if auto_options is not None:
+        print(f"- policy auto's options: {auto_options}\n")
     t_all = time.perf_counter()
     if args.cpu:
         print("## auto's CPU cost per step\n")
         print(cpu_cost())
     elif args.torch:
-        print("## case 5: the PyTorch job\n")
-        print(torch_case(args))
+        text = torch_case(args, seeds)
+        print("## 5. the PyTorch job (`torch`)\n")
+        print(text)
     elif args.calibrate:
         for name in names:
             case = CASES[name]
@@ -595,7 +653,7 @@ def main(argv=None) -> int:
                 for policy in order:
                     with warnings.catch_warnings():
                         warnings.simplefilter("ignore", RuntimeWarning)
-                        run = train(case, problem, policy, seed, batches, scale)
+                        run = train(case, problem, policy, seed, batches, scale, auto_options)
                     run.update(score(run, problem, case.target))
                     runs.append(run)
                     print(f"  {name} seed {seed} {run['policy']:>6}: to target {_fmt_s(run['time'])} s "
