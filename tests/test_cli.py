@@ -87,6 +87,14 @@ def test_dry_run_prints_the_number_of_runs_and_an_estimate(tiny, tmp_path, capsy
     assert not (tmp_path / "x").exists()  # a dry run writes nothing
 
 
+@pytest.mark.parametrize("method", ["echoed_heavy_ball", "echoed_adam"])
+def test_run_takes_the_methods_users_train_with(method, capsys):
+    rc = main(["run", "--method", method, "--n-batches", "40", "--batch-size", "16", "--echo", "2", "--lr", "0.05",
+               "--verbose"])
+    out = capsys.readouterr().out
+    assert rc == 0 and f"optimizer.method: {method}" in out and "status: ok" in out
+
+
 def test_run_prints_one_summary(capsys):
     rc = main(["run", "--n-batches", "40", "--batch-size", "16", "--echo", "2", "--lr", "3"])
     out = capsys.readouterr().out
@@ -112,7 +120,7 @@ def test_run_compiles_what_it_uses_on_every_core_before_it_runs(monkeypatch, cap
     real = assemble.execute_run
     monkeypatch.setattr(assemble, "execute_run", lambda spec: calls.append(("run",)) or real(spec))
     assert main(["run", "--n-batches", "20"]) == 0
-    assert calls == [("warm", ["many", "draws", "pipeline"], executors.default_workers()), ("run",)]
+    assert calls == [("warm", ["echoed_gd:logistic:wide", "draws", "pipeline"], executors.default_workers()), ("run",)]
 
 
 def test_plot_writes_png_and_pdf(swept, tmp_path, capsys):
@@ -183,7 +191,12 @@ BAD = [
     (["sweep", "{tiny}", "--workers", "0"], ["--workers"]),
     (["sweep", "{tiny}", "--bogus"], ["--bogus"]),
     (["run", "{tiny}"], ["12 runs", "--set"]),
-    (["run", "--echo", "0.5"], ["--echo"]),
+    (["run", "--echo", "0.5"], ["--echo", "optimizer.echo", ">= 1"]),
+    (["run", "--echo", "many"], ["--echo", "a number"]),
+    (["run", "--method", "echoed_lion"], ["--method", "echoed_adam"]),
+    (["run", "--method", "echoed_adam", "--set", "optimizer.lr=\"theory\""], ["theory", "no bound"]),
+    (["sweep", "{tiny}", "--set", "optimizer.method=\"echoed_heavy_ball\"", "--set", "optimizer.momentum=\"nesterov\""],
+     ["momentum", "[0, 1)"]),
     (["plot", "/nonexistent/results"], ["not a directory"]),
     (["bounds", "nope"], ["nope", "allowed"]),
     (["bounds", "echoed_gd_bound", "--beta", "1"], ["missing", "--rho"]),
