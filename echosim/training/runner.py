@@ -180,13 +180,14 @@ def kernel_key(method: str, loss: str, many: bool) -> str:
 
 def _kernel(key: str):
     method, loss, layout = key.split(":")
-    return _kernel_of(get_method(method).code, get_loss(loss).code, layout == "wide")
+    row = get_method(method)
+    return _kernel_of(row.code, get_loss(loss).code, layout == "wide", row.sub_batches)
 
 
-def _kernel_of(method_code, loss_code, wide):
+def _kernel_of(method_code, loss_code, wide, sub):
     from echosim.training.kernel import kernel_for  # compiles on first call, not at import
 
-    return kernel_for(method_code, loss_code, wide)
+    return kernel_for(method_code, loss_code, wide, sub)
 
 
 # --------------------------------------------------------------------------- compile notice
@@ -392,7 +393,7 @@ class Run:
         first = np.full((n, L), np.nan) if self.record_first else None
         cum = np.concatenate([[lo], cum_new])  # log-unit counts after units u0 .. u0 + n
         alive = int(np.sum(self.diverged < 0))
-        kernel = _kernel_of(self.method.code, self.loss.code, self.wide) if alive else None
+        kernel = _kernel_of(self.method.code, self.loss.code, self.wide, self.method.sub_batches) if alive else None
         no_first = np.zeros((0, L))
         for s, e, X, Y in feed.pieces(u0, u0 + n) if alive else ():
             rows = self._rows(s, e)
@@ -784,11 +785,13 @@ def kernel_cached(key: str) -> bool:
         return False
 
 
-def _tiny_args(dtype, n_state):
-    """Kernel arguments of the types `Run` passes, on tiny arrays."""
+def _tiny_args(dtype, method):
+    """Kernel arguments of the types `Run` passes, on tiny arrays, for a method's row."""
     X, Y = np.zeros((1, 1, 1), dtype=dtype), np.zeros((1, 1), dtype=dtype)
-    K, no_rows, logs = np.ones(1, dtype=np.int64), np.zeros((0, 0), dtype=np.int64), np.zeros(1, dtype=np.int64)
-    return (X, Y, K, np.zeros((1, 1)), no_rows, np.array([0.9, 0.999, 1e-8]), 0.0, np.zeros((1, 1), dtype=dtype),
+    K, logs = np.ones(1, dtype=np.int64), np.zeros(1, dtype=np.int64)
+    rows = np.zeros((1, 1) if method.sub_batches else (0, 0), dtype=np.int64)
+    n_state = len(method.state)
+    return (X, Y, K, np.zeros((1, 1)), rows, np.array([0.9, 0.999, 1e-8]), 0.0, np.zeros((1, 1), dtype=dtype),
             np.zeros((n_state, 1, 1), dtype=dtype), np.zeros((1, 1)), np.zeros((1, 1)), np.zeros(2, dtype=np.int64),
             np.full(1, -1, dtype=np.int64), logs, False, np.empty((1, 1, 1), dtype=dtype), np.empty((1, 1, 1)),
             np.empty((1, 1, 1)), np.zeros((0, 1)))
@@ -814,7 +817,7 @@ def compile_kernels(dtypes=("float64",), *, kernels=("draws",)) -> None:
 
                 LeastSquares(dim=1).batches(0, 0, 1, 1, dtype)
                 continue
-            _kernel(key)(*_tiny_args(dtype, len(get_method(key.split(":")[0]).state)))
+            _kernel(key)(*_tiny_args(dtype, get_method(key.split(":")[0])))
 
 
 def _check_key(key):

@@ -9,7 +9,7 @@ from numba import njit
 from scipy.special import expit
 
 from echosim.training.fast_exp import exp, sigmoid
-from echosim.training.kernel import _BLOCK, _FASTMATH, _dlogistic, _dlogistic_many, _logistic_grad
+from echosim.training.kernel import _BLOCK, _FASTMATH, _dlogistic, _dlogistic_many, _logistic_grad_full
 
 rng = np.random.default_rng(0)
 X_GRID = np.concatenate([
@@ -94,8 +94,8 @@ def test_nan_passes_through_and_infinities_saturate():
 
 
 @njit(fastmath=_FASTMATH)
-def logistic_grad(X, y, rows, w, g, r, labels):
-    _logistic_grad(X, y, rows, w, g, r, labels)
+def logistic_grad(X, y, rows, W, G, r, labels):
+    _logistic_grad_full(X, y, rows, W, 0, G, r, labels)
 
 
 @njit(fastmath=_FASTMATH)
@@ -112,7 +112,7 @@ def test_both_kernels_evaluate_the_logistic_derivative_in_vector_registers():
     d, B, L = 3, 2 * _BLOCK + 5, 9
     X, y = rng.standard_normal((B, d)), np.sign(rng.standard_normal(B))
     no_rows = np.zeros(0, dtype=np.int64)
-    logistic_grad(X, y, no_rows, np.ones(d), np.zeros(d), np.empty(_BLOCK), np.empty(_BLOCK))
+    logistic_grad(X, y, no_rows, np.ones((1, d)), np.zeros((1, d)), np.empty(_BLOCK), np.empty(_BLOCK))
     Lp = L + (-L) % 4
     dlogistic_many(rng.standard_normal((Lp, B)), y, L)
     for kernel in (logistic_grad, dlogistic_many):

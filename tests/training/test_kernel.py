@@ -46,7 +46,7 @@ def kernel_run(X, Y, K, lr, method="gd", loss="squared", l2=0.0, momentum="neste
     logs = (np.empty((T, L, d), dtype=dtype), np.empty((T, L, d)), np.empty((T, L, d)))
     first_loss = np.full((T, L), np.nan) if first else np.zeros((0, L))
     rows = np.zeros((0, 0), dtype=np.int64) if rows is None else np.asarray(rows, dtype=np.int64)
-    kernel = kernel_for(METHODS[method], losses.LOSSES[loss].code, wide)
+    kernel = kernel_for(METHODS[method], losses.LOSSES[loss].code, wide, rows.shape[0] > 0)
     alive = kernel(X.astype(dtype), Y.astype(dtype), np.asarray(K, dtype=np.int64), lrs, rows,
                    hyper_of(method, momentum, lam, betas, eps), float(l2), *state,
                    np.arange(T, dtype=np.int64), False, *logs, first_loss)
@@ -182,7 +182,7 @@ def test_kernel_does_not_recompile_on_a_second_call():
     kernel = kernel_for(methods.GD, losses.SQUARED, False)
     n_signatures = len(kernel.signatures)
     kernel_run(X, Y, [3, 1], [0.2, 0.2], l2=0.1)
-    kernel_run(X, Y, [3, 1], np.full((2, 3), 0.2), rows=np.zeros((4, 2), dtype=np.int64), first=True)
+    kernel_run(X, Y, [3, 1], np.full((2, 3), 0.2), first=True)
     assert len(kernel.signatures) == n_signatures
 
 
@@ -190,6 +190,7 @@ def test_each_method_loss_and_layout_is_its_own_kernel_and_an_unknown_code_is_re
     assert kernel_for(methods.GD, losses.SQUARED, False) is kernel_for(methods.GD, losses.SQUARED, False)
     assert kernel_for(methods.GD, losses.SQUARED, False) is not kernel_for(methods.GD, losses.LOGISTIC, False)
     assert kernel_for(methods.GD, losses.SQUARED, False) is not kernel_for(methods.GD, losses.SQUARED, True)
+    assert kernel_for(methods.GD, losses.SQUARED, False) is not kernel_for(methods.GD, losses.SQUARED, False, True)
     with pytest.raises(ValueError, match="no kernel"):
         kernel_for(99, losses.SQUARED, False)
     with pytest.raises(ValueError, match="no kernel"):
