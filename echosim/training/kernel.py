@@ -348,116 +348,6 @@ def _grad_many(Xt, Rt, L, G):
             G[l, j], G[l + 1, j] = s0, s1
 
 
-# ---------------------------------------------------------------- the pieces of a step
-# Each specialised kernel is a short sequence of calls to these, compiled once and shared
-# by every specialisation (Numba's typing of a kernel body is most of its compile time).
-
-
-@njit(cache=True, fastmath=_FASTMATH)
-def _grad_wide_logistic(X_T, y_T, P, Rt, G):
-    """G[:L] ← ∇f_S at the L iterates P, the batch transposed (X_T, y_T), logistic loss."""
-    L = P.shape[0]
-    _margins_many(X_T, P, Rt)
-    _dlogistic_many(Rt, y_T, L, 1.0 / X_T.shape[1])
-    _grad_many(X_T, Rt, L, G)
-
-
-@njit(cache=True, fastmath=_FASTMATH)
-def _grad_wide_margin(X_T, y_T, P, Rt, G, loss):
-    """G[:L] ← ∇f_S at the L iterates P, the batch transposed (X_T, y_T), any margin loss."""
-    L = P.shape[0]
-    _margins_many(X_T, P, Rt)
-    _dmargin_many(Rt, y_T, L, 1.0 / X_T.shape[1], loss)
-    _grad_many(X_T, Rt, L, G)
-
-
-@njit(cache=True, fastmath=_FASTMATH)
-def _add_l2(G, P, l2):
-    """G[l] += l2·P[l]: the problem's L2 term."""
-    for l in range(P.shape[0]):
-        for j in range(P.shape[1]):
-            G[l, j] += l2 * P[l, j]
-
-
-@njit(cache=True, fastmath=_FASTMATH)
-def _look_ahead(W, S, P, k, momentum):
-    """Nesterov: P ← W + μ_k(W − W_prev), μ_k = k/(k+3) for momentum < 0, else the constant."""
-    mu = k / (k + 3.0) if momentum < 0.0 else momentum
-    for l in range(W.shape[0]):
-        for j in range(W.shape[1]):
-            P[l, j] = W[l, j] + mu * (W[l, j] - S[0, l, j])
-
-
-@njit(cache=True, fastmath=_FASTMATH)
-def _step_gd(W, G, lr, t):
-    """w ← w − ηg."""
-    for l in range(W.shape[0]):
-        eta = lr[t, l]
-        for j in range(W.shape[1]):
-            W[l, j] -= eta * G[l, j]
-
-
-@njit(cache=True, fastmath=_FASTMATH)
-def _step_nesterov(W, S, P, G, lr, t):
-    """x_prev ← x, x ← y − ηg (g taken at the look-ahead y = P)."""
-    for l in range(W.shape[0]):
-        eta = lr[t, l]
-        for j in range(W.shape[1]):
-            S[0, l, j] = W[l, j]
-            W[l, j] = P[l, j] - eta * G[l, j]
-
-
-@njit(cache=True, fastmath=_FASTMATH)
-def _step_prox(W, G, anchor, lr, t, lam):
-    """g += λ(w − w_{t−1}), w ← w − ηg: a step on f_S + (λ/2)‖w − w_{t−1}‖²."""
-    for l in range(W.shape[0]):
-        eta = lr[t, l]
-        for j in range(W.shape[1]):
-            G[l, j] += lam * (W[l, j] - anchor[l, j])
-            W[l, j] -= eta * G[l, j]
-
-
-@njit(cache=True, fastmath=_FASTMATH)
-def _step_heavy_ball(W, S, G, lr, t, mu):
-    """torch's SGD momentum: v ← μv + g, w ← w − ηv."""
-    for l in range(W.shape[0]):
-        eta = lr[t, l]
-        for j in range(W.shape[1]):
-            S[0, l, j] = mu * S[0, l, j] + G[l, j]
-            W[l, j] -= eta * S[0, l, j]
-
-
-@njit(cache=True, fastmath=_FASTMATH, error_model="numpy")  # ε > 0: no zero-division check
-def _step_adam(W, S, G, lr, t, k, hyper):
-    """torch's Adam at global step k (from 0): m ← β₁m + (1−β₁)g, v ← β₂v + (1−β₂)g²,
-    w ← w − (η/(1−β₁^{k+1}))·m/(√v/√(1−β₂^{k+1}) + ε)."""
-    beta1, beta2, eps = hyper[0], hyper[1], hyper[2]
-    bias1 = 1.0 - beta1 ** (k + 1.0)
-    root2 = np.sqrt(1.0 - beta2 ** (k + 1.0))
-    for l in range(W.shape[0]):
-        step = lr[t, l] / bias1
-        for j in range(W.shape[1]):
-            gj = G[l, j]
-            S[0, l, j] = beta1 * S[0, l, j] + (1.0 - beta1) * gj
-            S[1, l, j] = beta2 * S[1, l, j] + (1.0 - beta2) * (gj * gj)
-            W[l, j] -= step * (S[0, l, j] / (np.sqrt(S[1, l, j]) / root2 + eps))
-
-
-@njit(cache=True, fastmath=_FASTMATH)
-def _copy(src, dst):
-    for l in range(src.shape[0]):
-        for j in range(src.shape[1]):  # not dst[:] = src: an array-to-array slice copy compiles seconds of error text
-            dst[l, j] = src[l, j]
-
-
-@njit(cache=True, fastmath=_FASTMATH)
-def _accumulate(W, total):
-    """total += W (the sums behind the averaged iterates)."""
-    for l in range(W.shape[0]):
-        for j in range(W.shape[1]):
-            total[l, j] += W[l, j]
-
-
 @njit(cache=True)
 def _first_losses(Xt, Yt, W, loss, l2, logits, first_loss, t):
     """first_loss[t, l] ← f_S(W[l]) + (l2/2)‖W[l]‖², before the first step on batch t."""
@@ -465,52 +355,13 @@ def _first_losses(Xt, Yt, W, loss, l2, logits, first_loss, t):
         first_loss[t, l] = _batch_loss(Xt, Yt, W[l], loss, l2, logits)
 
 
-@njit(cache=True)
-def _end_batch(W, end_sum, counters, diverged, t, alive):
-    """A fresh batch is done: its end iterate into the sums, and which iterates first became
-    non-finite on it. Returns the number of iterates still finite."""
-    _accumulate(W, end_sum)
-    counters[1] += 1
-    for l in range(W.shape[0]):
-        if diverged[l] < 0 and not _all_finite(W[l]):
-            diverged[l] = t
-            alive -= 1
-    return alive
-
-
-@njit(cache=True)
-def _log_due(W, avg_sum, end_sum, counters, log_at, at, next_log, log_w, log_avg, log_end):
-    """Write every log row due at position `at`; returns the next row to write."""
-    while next_log < log_at.shape[0] and log_at[next_log] == at:
-        _log(W, avg_sum, end_sum, counters, log_w, log_avg, log_end, next_log)
-        next_log += 1
-    return next_log
-
-
-@njit(cache=True)
-def _scratch(W, X, Y, rows, wide, look_ahead, prox):
-    """The kernel's work arrays: gradients G, the gradient point P and the prox anchor (W
-    itself where unused), the transposed batch and margins (wide), softmax logits, logistic
-    row blocks."""
-    L, d = W.shape
-    Lp = L + (-L) % 4
-    n = rows.shape[1] if rows.shape[0] > 0 else X.shape[1]
-    G = np.empty((Lp if wide else L, d), dtype=W.dtype)
-    P = np.empty_like(W) if look_ahead else W
-    anchor = np.empty_like(W) if prox else W
-    X_T = np.empty((d if wide else 0, n), dtype=W.dtype)
-    y_T = np.empty(n if wide else 0, dtype=Y.dtype)
-    Rt = np.empty((Lp if wide else 0, n), dtype=W.dtype)
-    logits = np.empty(max(1, d // X.shape[2]), dtype=np.float64)  # softmax: C classes
-    r_block = np.empty(_BLOCK, dtype=W.dtype)  # logistic rows: a block's margins, then ℓ'
-    labels = np.empty(_BLOCK, dtype=Y.dtype)
-    return G, P, anchor, X_T, y_T, Rt, logits, r_block, labels
-
-
 @functools.lru_cache(maxsize=None)
-def kernel_for(method: int, loss: int, wide: bool, sub: bool = False):
-    """The chunk kernel of one method code, loss code, layout and row set (`sub`: steps on
-    sub-batch rows; else on the whole batch), see the module docstring.
+def kernel_for(method: int, loss: int, wide: bool, sub: bool = False, first: bool = False):
+    """The chunk kernel of one method code, loss code, layout, row set (`sub`: steps on
+    sub-batch rows, else on the whole batch) and whether it records first-step losses; see
+    the module docstring. The step's pieces are written out in the kernel, where the
+    constants prune them, rather than as helpers: each function Numba compiles on its own
+    costs it a fixed ~0.3 s, and a helper inlined by Numba is typed again in every kernel.
 
     Called as ``kernel(X, Y, K, lr, rows, hyper, l2, W, S, avg_sum, end_sum, counters,
     diverged, log_at, log_steps, log_w, log_avg, log_end, first_loss)``; returns the
@@ -526,52 +377,73 @@ def kernel_for(method: int, loss: int, wide: bool, sub: bool = False):
     at which that iterate first became non-finite (it is then carried along, unused).
     Logging: after local batch log_at[j] (after local step log_at[j] if `log_steps`),
     row j of log_w / log_avg / log_end (n_logs, L, d) receives the last iterate and the
-    two averages. first_loss (n, L), or shape (0, L) to skip it: the batch loss
-    f_{S_t}(w) + (l2/2)‖w‖² at each iterate before its first step on batch t.
+    two averages. first_loss (n, L) with `first` (else shape (0, L), unused): the batch
+    loss f_{S_t}(w) + (l2/2)‖w‖² at each iterate before its first step on batch t.
     """
     if method not in (GD, NESTEROV, PROX, HEAVY_BALL, ADAM) or loss not in (SQUARED, LOGISTIC, SOFTMAX):
         raise ValueError(f"no kernel for method code {method!r} and loss code {loss!r}")
     if wide and loss == SOFTMAX:
         raise ValueError("the wide layout takes margin losses only")
-    METHOD, LOSS, WIDE, SUB = int(method), int(loss), bool(wide), bool(sub)
+    METHOD, LOSS, WIDE, SUB, FIRST = int(method), int(loss), bool(wide), bool(sub), bool(first)
 
-    @njit(cache=True)
+    @njit(cache=True, fastmath=_FASTMATH, error_model="numpy")  # no zero-division checks (Adam's ε > 0)
     def echo_chunk(X, Y, K, lr, rows, hyper, l2, W, S, avg_sum, end_sum, counters, diverged,
                    log_at, log_steps, log_w, log_avg, log_end, first_loss):
-        G, P, anchor, X_T, y_T, Rt, logits, r_block, labels = _scratch(W, X, Y, rows, WIDE, METHOD == NESTEROV,
-                                                                       METHOD == PROX)
+        L, d = W.shape
+        Lp = L + (-L) % 4
+        n = rows.shape[1] if SUB else X.shape[1]
+        G = np.empty((Lp if WIDE else L, d), dtype=W.dtype)
+        P = W  # the point the gradient is taken at: Nesterov's look-ahead, else the iterate
+        if METHOD == NESTEROV:
+            P = np.empty_like(W)
+        anchor = W  # the prox centre w_{t−1}
+        if METHOD == PROX:
+            anchor = np.empty_like(W)
+        X_T = np.empty((d if WIDE else 0, n), dtype=W.dtype)  # wide: the step's rows, transposed
+        y_T = np.empty(n if WIDE else 0, dtype=Y.dtype)
+        Rt = np.empty((Lp if WIDE else 0, n), dtype=W.dtype)
+        logits = np.empty(max(1, d // X.shape[2]), dtype=np.float64)  # softmax: C classes
+        r_block = np.empty(_BLOCK, dtype=W.dtype)  # logistic rows: a block's margins, then ℓ'
+        labels = np.empty(_BLOCK, dtype=Y.dtype)
         no_rows = np.empty(0, dtype=np.int64)
-        record = first_loss.shape[0] > 0
         step_in_chunk = 0
         next_log = 0
         alive = 0
-        for l in range(W.shape[0]):
+        for l in range(L):
             if diverged[l] < 0:
                 alive += 1
         for t in range(X.shape[0]):
             Xt = X[t]
             Yt = Y[t]
-            if record:
+            if FIRST:
                 _first_losses(Xt, Yt, W, LOSS, l2, logits, first_loss, t)
             if METHOD == PROX:
-                _copy(W, anchor)
+                for l in range(L):
+                    for j in range(d):  # not anchor[:] = W: an array-to-array slice copy compiles seconds of error text
+                        anchor[l, j] = W[l, j]
             if WIDE:
-                if rows.shape[0] == 0:  # full-batch steps: one copy per batch
+                if not SUB:  # full-batch steps: one copy per batch
                     _transpose_rows(Xt, Yt, no_rows, X_T, y_T)
             for k_t in range(K[t]):
-                r = rows[step_in_chunk] if rows.shape[0] > 0 else no_rows
+                r = rows[step_in_chunk] if SUB else no_rows
                 k = counters[0]
-                if METHOD == NESTEROV:
-                    _look_ahead(W, S, P, k, hyper[0])
-                if WIDE:  # G ← ∇f_S at P
-                    if rows.shape[0] > 0:
+                if METHOD == NESTEROV:  # the look-ahead y = x + μ_k(x − x_prev)
+                    mu = k / (k + 3.0) if hyper[0] < 0.0 else hyper[0]
+                    for l in range(L):
+                        for j in range(d):
+                            P[l, j] = W[l, j] + mu * (W[l, j] - S[0, l, j])
+                # ---- G ← ∇f_S at P (+ l2·P)
+                if WIDE:
+                    if SUB:
                         _transpose_rows(Xt, Yt, r, X_T, y_T)
+                    _margins_many(X_T, P, Rt)
                     if LOSS == LOGISTIC:
-                        _grad_wide_logistic(X_T, y_T, P, Rt, G)
+                        _dlogistic_many(Rt, y_T, L, 1.0 / n)
                     else:
-                        _grad_wide_margin(X_T, y_T, P, Rt, G, LOSS)
-                else:  # each iterate's gradient over the batch's rows
-                    for l in range(W.shape[0]):
+                        _dmargin_many(Rt, y_T, L, 1.0 / n, LOSS)
+                    _grad_many(X_T, Rt, L, G)
+                else:
+                    for l in range(L):
                         if LOSS == SOFTMAX:
                             _softmax_grad(Xt, Yt, r, P, l, G, logits)
                         elif LOSS == LOGISTIC:
@@ -584,28 +456,69 @@ def kernel_for(method: int, loss: int, wide: bool, sub: bool = False):
                         else:
                             _margin_grad_full(Xt, Yt, r, P, l, LOSS, G)
                 if l2 != 0.0:
-                    _add_l2(G, P, l2)
-                if METHOD == GD:  # the method's update
-                    _step_gd(W, G, lr, t)
-                elif METHOD == NESTEROV:
-                    _step_nesterov(W, S, P, G, lr, t)
-                elif METHOD == PROX:
-                    _step_prox(W, G, anchor, lr, t, hyper[0])
-                elif METHOD == HEAVY_BALL:
-                    _step_heavy_ball(W, S, G, lr, t, hyper[0])
-                else:
-                    _step_adam(W, S, G, lr, t, k, hyper)
-                _accumulate(W, avg_sum)
+                    for l in range(L):
+                        for j in range(d):
+                            G[l, j] += l2 * P[l, j]
+                # ---- the method's update
+                if METHOD == GD:  # w ← w − ηg
+                    for l in range(L):
+                        eta = lr[t, l]
+                        for j in range(d):
+                            W[l, j] -= eta * G[l, j]
+                elif METHOD == NESTEROV:  # x_prev ← x, x ← y − ηg
+                    for l in range(L):
+                        eta = lr[t, l]
+                        for j in range(d):
+                            S[0, l, j] = W[l, j]
+                            W[l, j] = P[l, j] - eta * G[l, j]
+                elif METHOD == PROX:  # a step on f_S + (λ/2)‖w − w_{t−1}‖²
+                    lam = hyper[0]
+                    for l in range(L):
+                        eta = lr[t, l]
+                        for j in range(d):
+                            G[l, j] += lam * (W[l, j] - anchor[l, j])
+                            W[l, j] -= eta * G[l, j]
+                elif METHOD == HEAVY_BALL:  # torch's SGD momentum: v ← μv + g, w ← w − ηv
+                    mu = hyper[0]
+                    for l in range(L):
+                        eta = lr[t, l]
+                        for j in range(d):
+                            S[0, l, j] = mu * S[0, l, j] + G[l, j]
+                            W[l, j] -= eta * S[0, l, j]
+                else:  # torch's Adam at global step k: m, v and w ← w − (η/(1−β₁^{k+1}))·m/(√v/√(1−β₂^{k+1}) + ε)
+                    beta1, beta2, eps = hyper[0], hyper[1], hyper[2]
+                    bias1 = 1.0 - beta1 ** (k + 1.0)
+                    root2 = np.sqrt(1.0 - beta2 ** (k + 1.0))
+                    for l in range(L):
+                        step = lr[t, l] / bias1
+                        for j in range(d):
+                            gj = G[l, j]
+                            S[0, l, j] = beta1 * S[0, l, j] + (1.0 - beta1) * gj
+                            S[1, l, j] = beta2 * S[1, l, j] + (1.0 - beta2) * (gj * gj)
+                            W[l, j] -= step * (S[0, l, j] / (np.sqrt(S[1, l, j]) / root2 + eps))
+                for l in range(L):
+                    for j in range(d):
+                        avg_sum[l, j] += W[l, j]
                 counters[0] += 1
                 if log_steps and k_t < K[t] - 1:  # a batch's last step is logged once the batch ends
-                    next_log = _log_due(W, avg_sum, end_sum, counters, log_at, step_in_chunk, next_log,
-                                        log_w, log_avg, log_end)
+                    while next_log < log_at.shape[0] and log_at[next_log] == step_in_chunk:
+                        _log(W, avg_sum, end_sum, counters, log_w, log_avg, log_end, next_log)
+                        next_log += 1
                 step_in_chunk += 1
-            alive = _end_batch(W, end_sum, counters, diverged, t, alive)
+            for l in range(L):
+                for j in range(d):
+                    end_sum[l, j] += W[l, j]
+            counters[1] += 1
+            for l in range(L):
+                if diverged[l] < 0 and not _all_finite(W[l]):
+                    diverged[l] = t
+                    alive -= 1
             if alive == 0:
                 return 0
-            next_log = _log_due(W, avg_sum, end_sum, counters, log_at, step_in_chunk - 1 if log_steps else t,
-                                next_log, log_w, log_avg, log_end)
+            at = step_in_chunk - 1 if log_steps else t
+            while next_log < log_at.shape[0] and log_at[next_log] == at:
+                _log(W, avg_sum, end_sum, counters, log_w, log_avg, log_end, next_log)
+                next_log += 1
         return alive
 
     return echo_chunk

@@ -170,24 +170,25 @@ def chunk_batches(batch_size: int, dim: int, itemsize: int) -> int:
     return max(BATCHES_PER_BLOCK, n // BATCHES_PER_BLOCK * BATCHES_PER_BLOCK)
 
 
-def kernel_key(method: str, loss: str, many: bool) -> str:
-    """The name of the kernel a run of `method` on `loss` uses (`run_many` if `many`), e.g.
-    ``"echoed_gd:logistic:wide"``: what `compile_kernels` and `kernel_cached` take."""
+def kernel_key(method: str, loss: str, many: bool, first_loss: bool = False) -> str:
+    """The name of the kernel a run of `method` on `loss` uses (`run_many` if `many`; one
+    recording first-step losses if `first_loss`), e.g. ``"echoed_gd:logistic:wide"``: what
+    `compile_kernels` and `kernel_cached` take."""
     get_method(method)
     layout = "wide" if many and get_loss(loss).margin else "rows"
-    return f"{method}:{loss}:{layout}"
+    return f"{method}:{loss}:{layout}" + (":first_loss" if first_loss else "")
 
 
 def _kernel(key: str):
-    method, loss, layout = key.split(":")
+    method, loss, layout, *first = key.split(":")
     row = get_method(method)
-    return _kernel_of(row.code, get_loss(loss).code, layout == "wide", row.sub_batches)
+    return _kernel_of(row.code, get_loss(loss).code, layout == "wide", row.sub_batches, first == ["first_loss"])
 
 
-def _kernel_of(method_code, loss_code, wide, sub):
+def _kernel_of(method_code, loss_code, wide, sub, first):
     from echosim.training.kernel import kernel_for  # compiles on first call, not at import
 
-    return kernel_for(method_code, loss_code, wide, sub)
+    return kernel_for(method_code, loss_code, wide, sub, first)
 
 
 # --------------------------------------------------------------------------- compile notice
@@ -393,7 +394,8 @@ class Run:
         first = np.full((n, L), np.nan) if self.record_first else None
         cum = np.concatenate([[lo], cum_new])  # log-unit counts after units u0 .. u0 + n
         alive = int(np.sum(self.diverged < 0))
-        kernel = _kernel_of(self.method.code, self.loss.code, self.wide, self.method.sub_batches) if alive else None
+        kernel = (_kernel_of(self.method.code, self.loss.code, self.wide, self.method.sub_batches, self.record_first)
+                  if alive else None)
         no_first = np.zeros((0, L))
         for s, e, X, Y in feed.pieces(u0, u0 + n) if alive else ():
             rows = self._rows(s, e)
@@ -785,7 +787,7 @@ def kernel_cached(key: str) -> bool:
         return False
 
 
-def _tiny_args(dtype, method):
+def _tiny_args(dtype, method, first=False):
     """Kernel arguments of the types `Run` passes, on tiny arrays, for a method's row."""
     X, Y = np.zeros((1, 1, 1), dtype=dtype), np.zeros((1, 1), dtype=dtype)
     K, logs = np.ones(1, dtype=np.int64), np.zeros(1, dtype=np.int64)
@@ -794,7 +796,7 @@ def _tiny_args(dtype, method):
     return (X, Y, K, np.zeros((1, 1)), rows, np.array([0.9, 0.999, 1e-8]), 0.0, np.zeros((1, 1), dtype=dtype),
             np.zeros((n_state, 1, 1), dtype=dtype), np.zeros((1, 1)), np.zeros((1, 1)), np.zeros(2, dtype=np.int64),
             np.full(1, -1, dtype=np.int64), logs, False, np.empty((1, 1, 1), dtype=dtype), np.empty((1, 1, 1)),
-            np.empty((1, 1, 1)), np.zeros((0, 1)))
+            np.empty((1, 1, 1)), np.zeros((1 if first else 0, 1)))
 
 
 def compile_kernels(dtypes=("float64",), *, kernels=("draws",)) -> None:
@@ -817,12 +819,12 @@ def compile_kernels(dtypes=("float64",), *, kernels=("draws",)) -> None:
 
                 LeastSquares(dim=1).batches(0, 0, 1, 1, dtype)
                 continue
-            _kernel(key)(*_tiny_args(dtype, get_method(key.split(":")[0])))
+            _kernel(key)(*_tiny_args(dtype, get_method(key.split(":")[0]), key.endswith(":first_loss")))
 
 
 def _check_key(key):
     parts = key.split(":") if isinstance(key, str) else ()
-    if len(parts) != 3 or parts[2] not in ("rows", "wide"):
+    if len(parts) not in (3, 4) or parts[2] not in ("rows", "wide") or parts[3:] not in ([], ["first_loss"]):
         raise ValueError(f"kernels must be 'draws' or names such as 'echoed_gd:logistic:wide', got {key!r}")
     get_method(parts[0])
     get_loss(parts[1])

@@ -46,7 +46,7 @@ def kernel_run(X, Y, K, lr, method="gd", loss="squared", l2=0.0, momentum="neste
     logs = (np.empty((T, L, d), dtype=dtype), np.empty((T, L, d)), np.empty((T, L, d)))
     first_loss = np.full((T, L), np.nan) if first else np.zeros((0, L))
     rows = np.zeros((0, 0), dtype=np.int64) if rows is None else np.asarray(rows, dtype=np.int64)
-    kernel = kernel_for(METHODS[method], losses.LOSSES[loss].code, wide, rows.shape[0] > 0)
+    kernel = kernel_for(METHODS[method], losses.LOSSES[loss].code, wide, rows.shape[0] > 0, first)
     alive = kernel(X.astype(dtype), Y.astype(dtype), np.asarray(K, dtype=np.int64), lrs, rows,
                    hyper_of(method, momentum, lam, betas, eps), float(l2), *state,
                    np.arange(T, dtype=np.int64), False, *logs, first_loss)
