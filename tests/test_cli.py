@@ -10,7 +10,8 @@ import textwrap
 import pytest
 
 import theory
-from echosim.cli import main
+from echosim.cli import build_parser, main
+from echosim.cli import runs as cli_runs
 
 TINY = textwrap.dedent("""
     [problem]
@@ -93,6 +94,23 @@ def test_run_takes_the_methods_users_train_with(method, capsys):
                "--verbose"])
     out = capsys.readouterr().out
     assert rc == 0 and f"optimizer.method: {method}" in out and "status: ok" in out
+
+
+def test_run_passes_its_numbers_to_the_config_as_numbers(monkeypatch, capsys):
+    """--echo 4 reaches the config as the number 4, checked once by the echo policy's owner
+    (check_echo), not as the text "optimizer.echo=4" parsed again."""
+    from echosim.experiments import config as cfg
+    from echosim.pipeline import model
+
+    parsed, checked = [], []
+    real_parse, real_check = cfg._parse_override, cfg.check_echo
+    monkeypatch.setattr(cfg, "_parse_override", lambda item: parsed.append(item) or real_parse(item))
+    monkeypatch.setattr(cfg, "check_echo", lambda *a, **k: checked.append(a) or real_check(*a, **k))
+    conf = cli_runs._single_run_config(build_parser().parse_args(["run", "--echo", "4", "--lr", "0.5",
+                                                                  "--set", "sweep.repetitions=1"]))
+    assert parsed == ["sweep.repetitions=1"]
+    assert checked == [(4, "--echo (optimizer.echo)")] and conf.runs[0].echo == 4
+    assert model.check_echo is real_check  # the one owner
 
 
 def test_run_prints_one_summary(capsys):

@@ -408,11 +408,9 @@ def _resolve(point, labels, usage, caches) -> dict:
                           f"{lab('pipeline.policy')} = {policy!r} does not; use policy 'sync' or 'fixed'")
     elif policy != "greedy":
         echo = 1
-    if row.sub_batches and not optimizer["replace"] and optimizer["sub_batch"] > optimizer["batch_size"]:
-        raise ConfigError(f"{lab('optimizer.sub_batch')}: sub_batch ({optimizer['sub_batch']}) exceeds "
-                          f"{lab('optimizer.batch_size')} ({optimizer['batch_size']}) when sampling without replacement")
     try:
-        build_optimizer(dict(optimizer, lr=0.0) if optimizer["lr"] == "theory" else optimizer)
+        build_optimizer(dict(optimizer, lr=0.0) if optimizer["lr"] == "theory" else optimizer).check_batch_size(
+            optimizer["batch_size"])
     except ValueError as exc:
         where = ", ".join(sorted({lab(p) for p in point if p.startswith("optimizer.")}))
         raise ConfigError(f"optimizer ({where}): {exc}") from None

@@ -140,6 +140,9 @@ class Optimizer:
         """The kernel's float parameters of this method (its update reads them by position)."""
         return np.zeros(0)
 
+    def check_batch_size(self, batch_size: int) -> None:
+        """ValueError if the hyper-parameters cannot work with fresh batches of `batch_size` rows."""
+
 
 @dataclass(frozen=True, repr=False)
 class MinibatchSGD(Optimizer):
@@ -180,6 +183,11 @@ class EchoedSGD(Optimizer):
             raise ValueError(f"sub_batch must be a positive integer, got {b!r}")
         if not isinstance(self.replace, (bool, np.bool_)):
             raise ValueError(f"replace must be True or False, got {self.replace!r}")
+
+    def check_batch_size(self, batch_size: int) -> None:
+        if not self.replace and self.sub_batch > batch_size:
+            raise ValueError(f"sub_batch={self.sub_batch} exceeds batch_size={batch_size} (sampling without "
+                             "replacement)")
 
 
 @dataclass(frozen=True, repr=False)

@@ -23,7 +23,7 @@ import numpy as np
 from echosim.pipeline.schedule import Schedule, echo_schedule
 from echosim.pipeline.sizes import check_fits
 from echosim.training.losses import get_loss
-from echosim.training.methods import METHODS, EchoedSGD, Optimizer, get_method, learning_rates
+from echosim.training.methods import METHODS, Optimizer, get_method, learning_rates
 from echosim.training.problems import BATCHES_PER_BLOCK, STREAM_OPTIMIZER, Problem, block_rng
 
 __all__ = ["Trajectory", "Run", "run", "run_many", "start", "start_many", "log_points", "compile_kernels",
@@ -258,8 +258,7 @@ class Run:
         self.log_unit = log_unit
         if not isinstance(first_loss, (bool, np.bool_)):
             raise ValueError(f"first_loss must be True or False, got {first_loss!r}")
-        if isinstance(first, EchoedSGD) and not first.replace and first.sub_batch > B:
-            raise ValueError(f"sub_batch={first.sub_batch} exceeds batch_size={B} (sampling without replacement)")
+        first.check_batch_size(B)
         if n_batches is not None:
             n_batches = _int_arg("n_batches", n_batches, 1)
         self.schedule = schedule
