@@ -21,7 +21,7 @@ MOVED = {
     "echosim.experiment": ("echosim.training.runner",),
     "echosim.config": ("echosim.experiments.config", "echosim.experiments.schema", "echosim.experiments.specs"),
     "echosim.sweep": ("echosim.experiments.sweep", "echosim.experiments.assemble", "echosim.experiments.executors",
-                      "echosim.experiments.report"),
+                      "echosim.experiments.report", "echosim.experiments.progress"),
     "echosim.results": ("echosim.experiments.store",),
     "echosim.metrics": ("echosim.experiments.analysis",),
     "echosim.figures": ("echosim.plots.figures",),

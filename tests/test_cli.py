@@ -81,6 +81,13 @@ def test_sweep_prints_the_tuned_table_and_resumes(tiny, swept, cli_store, capsys
     assert "wall-clock" in out and "regime check" in out
 
 
+def test_with_every_run_stored_the_summary_says_nothing_was_computed_not_dask(tiny, swept, cli_store, capsys):
+    rc = main(["sweep", str(tiny), "--out", str(swept), "--store", str(cli_store), "--quiet", "--no-plot",
+               "--scheduler", "tcp://127.0.0.1:1"])  # nobody listens there: it must not be contacted
+    out = capsys.readouterr().out
+    assert rc == 0 and "nothing to compute: every run was in the store" in out and "Dask" not in out
+
+
 def test_dry_run_prints_the_number_of_runs_and_an_estimate(tiny, tmp_path, capsys):
     rc = main(["sweep", str(tiny), "--dry-run", "--out", str(tmp_path / "x"), "--set", "sweep.repetitions=3"])
     out = capsys.readouterr().out
@@ -234,6 +241,33 @@ BAD = [
     (["sweep", "{tiny}", "--out", "{file}/sub"], ["{file}/sub", "Not a directory"]),
     (["frobnicate"], ["invalid choice"]),
     ([], ["subcommand"]),
+    # the bad input that used to get through (issue 22)
+    (["sweep", "{tiny}", "--dry-run", "--set", f"sweep.seed={2**70}"], ["sweep.seed", "2^63 - 1"]),
+    (["run", "--seed", f"{2**70}"], ["sweep.seed", "2^63 - 1"]),
+    (["sweep", "{tiny}", "--set", "optimizer.lr={start=1e-300,stop=1e300,per_decade=1000}"],
+     ["optimizer.lr", "per_decade", "100,000"]),
+    (["sweep", "/dev/zero"], ["/dev/zero", "more than the limit"]),
+    (["sweep", "{dir}"], ["{dir}", "directory"]),
+    (["sweep", "{tiny}", "--set", "pipeline.policy=example", "--set", "optimizer.echo=2",
+      "--set", "pipeline.shuffle_buffer=1000000000000"], ["pipeline.shuffle_buffer", "memory"]),
+    (["sweep", "{tiny}", "--quick"], ["--quick", "[quick]"]),
+    (["sweep", "{tiny}", "--set", "sweep.log_every=2", "--set", "sweep.log_points=10"],
+     ["sweep.log_points", "log_every"]),
+    (["sweep", "{tiny}", "--set", "sweep.log_every=1000"], ["sweep.log_every", "log nothing"]),
+    (["sweep", "{tiny}", "--set", "problem.w_star_norm=1e300"], ["problem.w_star_norm", "overflow"]),
+    (["run", "--set", "problem.radius=1e300"], ["problem.radius", "overflow"]),
+    (["sweep", "{tiny}", "--set", "pipeline.arrival={kind='trace', times=[1e308, 1e308]}"],
+     ["pipeline.arrival", "overflow"]),
+    (["sweep", "{tiny}", "--set", "pipeline.arrival={kind='gamma', mean=8, cv=1e300}"], ["pipeline.arrival"]),
+    (["sweep", "{tiny}", "--set", "pipeline.arrival=1e308"], ["pipeline.arrival", "clock"]),
+    (["sweep", "{tiny}", "--set", "pipeline.workers=1000000000"], ["pipeline.workers", "1,000,000"]),
+    (["sweep", "{tiny}", "--set", "sweep.lr_extend=1000000000"], ["sweep.lr_extend", "<= 100"]),
+    (["sweep", "{tiny}", "--out", ""], ["--out", "empty"]),
+    (["sweep", "{tiny}", "--store", "{file}/sub"], ["{file}/sub"]),
+    (["sweep", "{tiny}", "--scheduler", "not-an-address"], ["--scheduler", "tcp://host:8786"]),
+    (["bounds", "list", "extra"], ["list", "no arguments"]),
+    (["figures", "--only", ","], ["--only"]),
+    (["plot", "{file}", "--format", ""], ["--format"]),
 ]
 
 
@@ -243,7 +277,8 @@ def test_bad_input_is_one_line_on_stderr_and_exit_2(argv, needles, tiny, tmp_pat
     bad.write_text("[optimizer\n")
     file = tmp_path / "a_file"
     file.write_text("")
-    sub = lambda a: a.replace("{tiny}", str(tiny)).replace("{bad}", str(bad)).replace("{file}", str(file))  # noqa: E731
+    sub = lambda a: (a.replace("{tiny}", str(tiny)).replace("{bad}", str(bad)).replace("{file}", str(file))  # noqa: E731
+                     .replace("{dir}", str(tmp_path)))
     one_line_error(capsys, call([sub(a) for a in argv]), *[sub(n) for n in needles])
 
 
@@ -296,3 +331,187 @@ def test_figures_subcommand_makes_one_quick_figure(tmp_path, capsys):
     assert main(["figures", "--quick", "--only", "nope", "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "only" in err[0]
+
+
+# --------------------------------------------------------------------------- Ctrl-C
+
+_BLOCK_AT = """
+import importlib, sys, threading
+flag, target, argv = sys.argv[1], sys.argv[2], sys.argv[3:]
+parts = target.split(".")
+for i in range(len(parts) - 1, 0, -1):
+    try:
+        owner = importlib.import_module(".".join(parts[:i]))
+    except ImportError:
+        continue
+    for name in parts[i:-1]:
+        owner = getattr(owner, name)
+    break
+
+real = getattr(owner, parts[-1])
+
+def block(*args, **kwargs):  # reached the phase: say so, then wait for Ctrl-C
+    if one_idle and not (args[0][0].echo == 4 and args[0][0].repetition == 0):
+        out = real(*args, **kwargs)  # every other group runs and its worker goes idle
+        open(f"{flag}.{args[0][0].run_id}", "w").close()
+        return out
+    if one_idle:
+        import glob, time
+        while len(glob.glob(flag + ".*")) < 5:
+            time.sleep(0.01)
+    open(flag, "w").close()
+    threading.Event().wait()
+
+one_idle = argv[-1] == "--one-idle"
+argv = argv[:-1] if one_idle else argv
+setattr(owner, parts[-1], block)
+from echosim.cli import main
+raise SystemExit(main(argv))
+"""
+
+_PHASES = {
+    "reading the config": ("echosim.experiments.config.parse_config", []),
+    "compiling": ("echosim.experiments.executors._compile", ["--workers", "2"]),
+    "runs in worker processes": ("echosim.experiments.executors.execute_group", ["--workers", "2"]),
+    "runs in this process": ("echosim.experiments.executors.execute_group", ["--workers", "1"]),
+    "the last run, one worker idle": ("echosim.experiments.executors.execute_group", ["--workers", "2", "--one-idle"]),
+    "writing the store": ("echosim.experiments.store.Store.flush", ["--workers", "1"]),
+    "merging": ("echosim.experiments.store.merge", ["--workers", "1"]),
+    "plotting": ("echosim.plots.views.plot_results", ["--workers", "1"]),
+    "estimating (--dry-run)": ("echosim.experiments.sweep.estimate", ["--dry-run"]),
+}
+
+
+def test_ctrl_c_gives_one_line_and_exit_130_in_every_phase(tiny, tmp_path):
+    import signal
+    import time
+
+    procs = {}
+    for i, (phase, (target, extra)) in enumerate(_PHASES.items()):
+        d = tmp_path / f"p{i}"
+        d.mkdir()
+        quiet = [] if "--dry-run" in extra else ["--quiet"]
+        argv = ["sweep", str(tiny), "--out", str(d / "out"), *quiet, *extra]  # --one-idle last
+        env = dict(os.environ, ECHOSIM_STORE=str(d / "store"))
+        procs[phase] = (d / "reached", subprocess_popen([sys.executable, "-c", _BLOCK_AT, str(d / "reached"),
+                                                           target, *argv], env=env))
+    try:
+        waiting = dict(procs)
+        guard = time.monotonic() + 300  # against a hang only; the test waits on the flag files
+        while waiting and time.monotonic() < guard:
+            for phase, (flag, proc) in list(waiting.items()):
+                if flag.exists() or proc.poll() is not None:
+                    os.killpg(proc.pid, signal.SIGINT)  # what the terminal sends: the whole group
+                    del waiting[phase]
+            time.sleep(0.05)
+        assert not waiting, f"never reached: {sorted(waiting)}"
+        for phase, (flag, proc) in procs.items():
+            _, err = proc.communicate(timeout=120)
+            lines = [line for line in err.splitlines() if line.strip()]
+            assert flag.exists(), (phase, err)
+            # -2: killed by SIGINT, which a shell also reports as 130 (Python 3.11 re-raises SIGINT at exit
+            # when the KeyboardInterrupt passed through an eval() on its way, e.g. inside an import)
+            assert proc.returncode in (130, -signal.SIGINT) and len(lines) == 1 and "Traceback" not in err, (phase, err)
+            assert lines[0].startswith("echosim sweep: interrupted"), (phase, err)
+    finally:
+        for _, proc in procs.values():
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+
+
+def subprocess_popen(argv, env):
+    import subprocess
+
+    return subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+
+# --------------------------------------------------------------------------- limits and warnings
+
+
+def test_config_trace_and_data_files_have_size_limits_and_must_be_regular_files(tiny, tmp_path, monkeypatch, capsys):
+    from echosim.experiments import config
+    from echosim.pipeline import traces
+
+    big = tmp_path / "big.toml"
+    big.write_text(TINY + "#" * 200)
+    monkeypatch.setattr(config, "MAX_CONFIG_BYTES", len(TINY) + 10)
+    one_line_error(capsys, call(["sweep", str(big), "--dry-run"]), str(big), "more than the limit")
+    trace = tmp_path / "t.csv"
+    trace.write_text("time\n" + "3.0\n" * 10)
+    monkeypatch.setattr(traces, "MAX_TRACE_BYTES", 20)
+    arrival = f"pipeline.arrival={{kind='trace', path='{trace}'}}"
+    one_line_error(capsys, call(["sweep", str(tiny), "--set", arrival]), "pipeline.arrival", "more than the limit")
+    for arrival in ("pipeline.arrival={kind='trace', path='/dev/zero'}", f"pipeline.arrival={{kind='trace', path='{tmp_path}'}}"):
+        one_line_error(capsys, call(["sweep", str(tiny), "--set", arrival]), "pipeline.arrival", "is ")
+    one_line_error(capsys, call(["sweep", str(tiny), "--set", "problem.kind=dataset", "--set", "problem.path='/dev/zero'"]),
+                   "problem.path", "not a regular file")
+
+
+@pytest.mark.parametrize("override, key", [
+    ("pipeline.prefetch=1000000000000", "pipeline.prefetch"),
+    ("pipeline.workers=100", "pipeline.workers"),
+    ("sweep.log_points=1000000000000", "sweep.log_points"),
+    ("sweep.window=1000", "sweep.window"),
+])
+def test_a_legal_but_pointless_value_is_said_once_in_one_line(tiny, override, key):
+    from echosim.experiments.config import load_config
+    from echosim.experiments.schema import ConfigWarning
+
+    with pytest.warns(ConfigWarning) as seen:
+        conf = load_config(tiny, overrides=[override])
+    assert len(conf.runs) == 12 and [str(w.message).split(":")[0] for w in seen] == [key]
+    assert all("\n" not in str(w.message) for w in seen)
+
+
+def test_the_command_line_shows_each_warning_as_one_line_numpy_ones_after_the_output(tiny, tmp_path, capsys):
+    import warnings
+
+    from echosim.cli import _OneLineWarnings
+    from echosim.experiments.schema import ConfigWarning
+
+    assert call(["sweep", str(tiny), "--dry-run", "--quiet", "--out", str(tmp_path / "x"),
+                 "--set", "pipeline.prefetch=1000000000000"]) == 0  # --quiet: no compile notice, warnings stay
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert len(err) == 1 and err[0].startswith("echosim sweep: warning: pipeline.prefetch: ")
+    shown = _OneLineWarnings("run")
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        warnings.showwarning = shown
+        warnings.warn("overflow encountered\n  in exp", RuntimeWarning)
+        warnings.warn("overflow encountered in exp", RuntimeWarning)  # the same, once
+        warnings.warn("sweep.window: too long", ConfigWarning)
+    assert capsys.readouterr().err == "echosim run: warning: sweep.window: too long\n"  # NumPy's wait for the end
+    shown.flush()
+    assert capsys.readouterr().err == "echosim run: warning: overflow encountered in exp (RuntimeWarning)\n"
+
+
+# --------------------------------------------------------------------------- the base install
+
+
+@pytest.fixture
+def base_install(monkeypatch):
+    """As after ``pip install echosim`` without extras: pyarrow and pandas cannot be imported."""
+    for name in list(sys.modules):
+        if name.split(".")[0] in ("pyarrow", "pandas"):
+            monkeypatch.delitem(sys.modules, name)
+    for name in ("pyarrow", "pandas"):
+        monkeypatch.setitem(sys.modules, name, None)  # `import pyarrow` raises ModuleNotFoundError
+
+
+def test_in_the_base_install_every_command_works_or_names_its_extra(base_install, tiny, tmp_path, capsys):
+    store = tmp_path / "store"
+    assert call(["sweep", str(tiny), "--dry-run", "--store", str(store)]) == 0  # a dry run needs no store
+    assert "estimated time" in capsys.readouterr().out
+    assert call(["run", "--n-batches", "20"]) == 0 and "status ok" in capsys.readouterr().out
+    assert call(["bounds", "list"]) == 0 and call(["info"]) == 0
+    capsys.readouterr()
+    plan = ["plan", "--loader", "80ms", "--step-time", "10ms", "--batch-size", "64"]
+    assert call([*plan, "--steps-to-target", "64=5000", "--steps-to-target", "512=900"]) == 0
+    capsys.readouterr()
+    for argv in (["sweep", str(tiny), "--store", str(store)], ["plot", str(tmp_path)],
+                 ["figures", "--quick", "--only", "greedy_vs_fixed", "--out", str(tmp_path / "f")],
+                 [*plan, "--problem", "logistic", "--seeds", "1", "--store", str(store)]):
+        one_line_error(capsys, call(argv), "pip install 'echosim[sweep]'")
+    assert not store.exists()  # refused before any run

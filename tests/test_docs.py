@@ -154,9 +154,38 @@ def test_pages_in_nav_exist_and_link_the_sweep_page():
     assert "sweep.md" in nav
 
 
+def test_the_home_page_lists_every_how_to_of_the_nav():
+    lines = (ROOT / "mkdocs.yml").read_text(encoding="utf-8").splitlines()
+    start = lines.index("  - How-to:") + 1
+    howtos = []
+    for line in lines[start:]:
+        m = re.match(r"^      - (.+?): (\S+\.md)$", line)
+        if m is None:
+            break
+        howtos.append(m.groups())
+    assert len(howtos) >= 5
+    home = (DOCS / "index.md").read_text(encoding="utf-8")
+    for title, page in howtos:
+        assert f"]({page})" in home, f"the home page does not list {title!r} ({page})"
+
+
+def test_math_becomes_mathml_with_every_delimiter_as_a_character():
+    pytest.importorskip("latex2mathml")
+    spec = importlib.util.spec_from_file_location("mathml_hook", DOCS / "hooks" / "mathml.py")
+    hook = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hook)
+    for tex in ("\\eta^\\star = \\min\\Bigl\\{\\frac{1}{\\beta},\\\n\\frac{D}{\\rho}\\Bigr\\}",  # a control space, wrapped
+                r"\bigl\lVert w_0 - w^\star \bigr\rVert \le D", r"\Bigl\| x \Bigr\|", r"\lceil R \rceil"):
+        out = hook.to_mathml(tex, display=True)
+        assert out.startswith("<math") and "\\" not in out, (tex, out)
+    page = '<p><span class="arithmatex">\\(K &lt; 2\\)</span> and</p><div class="arithmatex">\\[x^2\\]</div>'
+    html = hook.on_page_content(page, None, None, None)
+    assert html.count("<math") == 2 and "\\(" not in html and 'display="block"' in html
+
+
 def _have_docs_tools() -> bool:
     return all(importlib.util.find_spec(m) is not None
-               for m in ("mkdocs", "material", "mkdocstrings", "mkdocstrings_handlers.python"))
+               for m in ("mkdocs", "material", "mkdocstrings", "mkdocstrings_handlers.python", "latex2mathml"))
 
 
 @pytest.mark.skipif(not _have_docs_tools(), reason='needs pip install -e ".[docs]"')
@@ -169,4 +198,21 @@ def test_site_builds_strict(tmp_path):
         env={**__import__("os").environ, "NO_MKDOCS_2_WARNING": "1"},
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert (tmp_path / "site" / "reference" / "theory" / "index.html").is_file()
+    site = tmp_path / "site"
+    assert (site / "reference" / "theory" / "index.html").is_file()
+    pages = sorted(site.rglob("*.html"))
+    n_math = 0
+    for page in pages:
+        html = page.read_text(encoding="utf-8")
+        # offline: nothing is loaded from another host (scripts, styles, fonts, images)
+        loads = re.findall(r'<(?:script|img|iframe)[^>]*\ssrc="(https?:)?//[^"]*"', html)
+        loads += re.findall(r'<link[^>]*rel="(?:stylesheet|preconnect|preload)"[^>]*href="(?:https?:)?//[^"]*"', html)
+        loads += re.findall(r'<link[^>]*href="(?:https?:)?//[^"]*"[^>]*rel="(?:stylesheet|preconnect|preload)"', html)
+        assert not loads, f"{page.relative_to(site)} loads from the network: {loads[:3]}"
+        # every formula is MathML, rendered when the site was built (no \( or \[ left for a script)
+        spans = re.findall(r'<(span|div) class="arithmatex[^"]*">(.*?)</\1>', html, flags=re.DOTALL)
+        assert all(body.lstrip().startswith("<math") for _, body in spans), page.relative_to(site)
+        n_math += len(spans)
+    assert n_math > 500  # the background pages and the theory reference are mostly formulas
+    home = (site / "index.html").read_text(encoding="utf-8")
+    assert 'href="howto/should-i-echo/"' in home

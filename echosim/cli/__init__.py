@@ -18,6 +18,7 @@ from echosim.cli.args import (
     _nonneg_int,
     _number,
     _Parser,
+    _path,
     _positive_int,
 )
 from echosim.cli.bounds import _cmd_bounds, _cmd_info
@@ -88,11 +89,12 @@ def build_parser() -> argparse.ArgumentParser:
                         description="Run every run of a sweep config that has no result yet, merge the "
                         "results and print the tuned table.", epilog=_SWEEP_EXAMPLES, formatter_class=_Formatter)
     sw.add_argument("config", nargs="?", help="TOML config (default: the embedded Figure-2-style sweep)")
-    sw.add_argument("--out", help="the sweep's tables (default: echosim-results/<name>-<config hash>)")
-    sw.add_argument("--store", help="where finished runs are kept and reused by any sweep "
+    sw.add_argument("--out", type=_path, help="the sweep's tables (default: echosim-results/<name>-<config hash>)")
+    sw.add_argument("--store", type=_path, help="where finished runs are kept and reused by any sweep "
                     "(default: $ECHOSIM_STORE or echosim-results/store)")
     sw.add_argument("--workers", type=_positive_int, help="local worker processes (default: all cores)")
-    sw.add_argument("--scheduler", metavar="ADDRESS", help="run on an existing Dask distributed cluster")
+    sw.add_argument("--scheduler", metavar="ADDRESS", type=_scheduler,
+                    help="run on an existing Dask distributed cluster: tcp://host:port")
     sw.add_argument("--dry-run", action="store_true", help="print the number of runs and an estimated time")
     sw.add_argument("--set", action="append", metavar="KEY=VALUE",
                     help="override a config key (TOML value), e.g. optimizer.echo=[1,2]; repeatable")
@@ -124,7 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "excess risk vs wall-clock with the theory bound.", epilog=_PLOT_EXAMPLES,
                         formatter_class=_Formatter)
     pl.add_argument("results", help="a sweep's results directory")
-    pl.add_argument("--out", help="where to write the figures (default: the results directory)")
+    pl.add_argument("--out", type=_path, help="where to write the figures (default: the results directory)")
     pl.add_argument("--format", default="png,pdf", help="comma-separated: png, pdf, svg (default png,pdf)")
     pl.add_argument("--echo", metavar="K,K,...", help="the echo factors whose risk curves to draw, e.g. 1,4,16 "
                     "(default: the smallest, the largest and the fastest)")
@@ -134,11 +136,11 @@ def build_parser() -> argparse.ArgumentParser:
                         description="Run each figure's sweep (echosim/plots/figure_configs/*.toml), reusing "
                         "finished runs from the store, and draw it.", epilog=_FIGURES_EXAMPLES,
                         formatter_class=_Formatter)
-    fg.add_argument("--out", help="tables and PNGs (default: echosim-results/figures)")
+    fg.add_argument("--out", type=_path, help="tables and PNGs (default: echosim-results/figures)")
     fg.add_argument("--quick", action="store_true", help="each config's [quick] variant: small, for CI")
     fg.add_argument("--only", help="comma-separated figure names (default: all)")
     fg.add_argument("--workers", type=_positive_int, help="local worker processes (default: all cores)")
-    fg.add_argument("--store", help="the run store (default: $ECHOSIM_STORE or echosim-results/store)")
+    fg.add_argument("--store", type=_path, help="the run store (default: $ECHOSIM_STORE or echosim-results/store)")
     fg.add_argument("--docs", action="store_true", help="also write docs/figures/*.png (maintainers)")
     fg.add_argument("--quiet", action="store_true", help="no progress output")
     fg.set_defaults(func=_cmd_figures)
@@ -159,13 +161,25 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _scheduler(text: str) -> str:
+    """argparse type of --scheduler: the address checked before any work."""
+    from echosim.experiments.executors import check_scheduler
+
+    try:
+        return check_scheduler(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("scheduler: ")) from None
+
+
 def _os_error(exc: OSError) -> str:
-    """One line naming the path and the cause (and, for a full disk, that the store resumes)."""
+    """One line naming the path (when the error has one) and the cause (and, for a full
+    disk, that the store resumes)."""
     import errno
 
     paths = [p for p in (exc.filename, exc.filename2) if p is not None]
-    where = " -> ".join(repr(str(p)) for p in paths) or "(no path)"
-    cause = exc.strerror or type(exc).__name__
+    cause = exc.strerror or " ".join(str(exc).split()) or type(exc).__name__
+    if not paths:
+        return cause
     hint = {
         errno.EEXIST: " (a file is in the way of a directory)",
         errno.ENOTDIR: " (a parent of the path is a file, not a directory)",
@@ -176,7 +190,7 @@ def _os_error(exc: OSError) -> str:
         errno.EDQUOT: ("; finished runs are saved and the store is resumable: free some space and "
                        "re-run the same command"),
     }.get(exc.errno, "")
-    return f"{where}: {cause}{hint}"
+    return " -> ".join(repr(str(p)) for p in paths) + f": {cause}{hint}"
 
 
 def _broken_pipe() -> int:
@@ -191,34 +205,113 @@ def _broken_pipe() -> int:
     return 141  # 128 + SIGPIPE, what a shell reports for a writer killed by the pipe
 
 
+_RESUMABLE = ("sweep", "figures", "plan")
+
+
+def _interrupted(command: str | None) -> int:
+    """Ctrl-C: one line (after the ^C the terminal echoed), exit status 130."""
+    where = f"echosim {command}" if command else "echosim"
+    tail = "; finished runs are saved — re-run the same command to resume" if command in _RESUMABLE else ""
+    lead = "\n" if getattr(sys.stderr, "isatty", lambda: False)() else ""
+    try:
+        print(f"{lead}{where}: interrupted{tail}", file=sys.stderr)
+    except (OSError, ValueError):  # pragma: no cover - stderr gone
+        pass
+    return 130
+
+
+def _missing_extra(exc: ImportError) -> str | None:
+    """One line for an optional package that is not installed, or None for any other ImportError."""
+    from echosim.experiments.extras import EXTRAS, MissingExtra
+
+    if isinstance(exc, MissingExtra):
+        return str(exc)
+    top = (exc.name or "").split(".")[0]
+    if isinstance(exc, ModuleNotFoundError) and top in EXTRAS:
+        return f"this command needs {top}, which is not installed: pip install 'echosim[{EXTRAS[top]}]'"
+    return None
+
+
+class _OneLineWarnings:
+    """Each distinct warning once, as one line ``echosim CMD: warning: ...`` on stderr.
+
+    A config warning (a legal but pointless value) is shown at once. NumPy's
+    RuntimeWarnings (overflow and the like, no source lines under them) are kept for
+    the end: after a command that worked they follow its output, one line each; when
+    bad input stops the command, its error line says what went wrong and they are
+    dropped, so the answer stays one line.
+    """
+
+    def __init__(self, command: str):
+        self.command = command
+        self.seen: set[str] = set()
+        self.later: list[str] = []
+
+    def __call__(self, message, category, filename, lineno, file=None, line=None):
+        text = " ".join(str(message).split())
+        if text in self.seen:
+            return
+        self.seen.add(text)
+        schema = sys.modules.get("echosim.experiments.schema")  # not imported: no config warning
+        if schema is not None and issubclass(category, schema.ConfigWarning):
+            self._print(text)
+        elif issubclass(category, RuntimeWarning):
+            self.later.append(f"{text} ({category.__name__})")
+        else:
+            self._print(f"{text} ({category.__name__})")
+
+    def _print(self, text: str) -> None:
+        try:
+            print(f"echosim {self.command}: warning: {text}", file=sys.stderr, flush=True)
+        except (OSError, ValueError):  # pragma: no cover - stderr gone
+            pass
+
+    def flush(self) -> None:
+        for text in self.later:
+            self._print(text)
+        self.later = []
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit status (0 ok, 1 runs failed, 2 bad input, 130 interrupted)."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if args.command is None:
-        print("python -m echosim: error: choose a subcommand: sweep, run, plot, figures, bounds, info, plan (see --help)",
-              file=sys.stderr)
-        return EXIT_BAD_INPUT
+    import warnings
+
+    command = None
     try:
-        return args.func(args)
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        command = args.command
+        if args.command is None:
+            print("python -m echosim: error: choose a subcommand: sweep, run, plot, figures, bounds, info, plan "
+                  "(see --help)", file=sys.stderr)
+            return EXIT_BAD_INPUT
+        shown = _OneLineWarnings(args.command)
+        with warnings.catch_warnings():  # restores the caller's showwarning afterwards
+            warnings.showwarning = shown
+            status = args.func(args)
+        shown.flush()
+        return status
     except BrokenPipeError:
         return _broken_pipe()
+    except KeyboardInterrupt:
+        return _interrupted(command)
     except OSError as exc:
-        print(f"echosim {args.command}: error: {_os_error(exc)}", file=sys.stderr)
+        print(f"echosim {command}: error: {_os_error(exc)}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except ValueError as exc:  # ConfigError included: bad input, not a bug
         msg = " ".join(str(exc).split())
-        print(f"echosim {args.command}: error: {msg}", file=sys.stderr)
+        print(f"echosim {command}: error: {msg}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except ImportError as exc:
+        msg = _missing_extra(exc)
+        if msg is None:
+            raise
+        print(f"echosim {command}: error: {msg}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except RuntimeError as exc:
         from echosim.experiments.executors import SweepError
 
         if not isinstance(exc, SweepError):
             raise
-        print(f"echosim {args.command}: error: {exc}", file=sys.stderr)
+        print(f"echosim {command}: error: {exc}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
-        print(f"\nechosim {args.command}: interrupted; finished runs are saved — re-run the same command to resume",
-              file=sys.stderr)
-        return 130
-

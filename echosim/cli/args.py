@@ -62,3 +62,10 @@ def _nonneg_float(text: str) -> float:
     return _float(text, 0.0, False)
 
 
+
+
+def _path(text: str) -> str:
+    """An argparse type: a non-empty path (an empty one would silently mean the current directory)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("expected a path, got an empty string")
+    return text

@@ -33,6 +33,8 @@ def _cmd_bounds(args) -> int:
 
     funcs = _theory_functions()
     if args.function in (None, "list"):
+        if args.params:
+            raise ValueError(f"bounds list takes no arguments, got {' '.join(args.params)!r}")
         for name, f in funcs.items():
             print(f"{name}{inspect.signature(f)}")
         return 0
@@ -120,15 +122,20 @@ def _show_arg(v) -> str:
 def _kernel_cache_status() -> list[str]:
     from pathlib import Path
 
-    root = Path(__file__).resolve().parent.parent  # the echosim package
+    from echosim.pipeline.kernel import run_des
+    from echosim.training.kernel import echo_chunk
+
     lines = []
-    for layer in ("training", "pipeline"):
-        cache = root / layer / "__pycache__"
+    for layer, kernel in (("training", echo_chunk), ("pipeline", run_des)):
+        try:
+            cache = Path(kernel._cache._cache_path)  # where Numba reads and writes this module's cache
+        except AttributeError:  # pragma: no cover - another Numba version
+            cache = Path(__file__).resolve().parent.parent / layer / "__pycache__"
         nbi = sorted(cache.glob("kernel.*.nbi")) if cache.is_dir() else []
         nbc = sorted(cache.glob("kernel.*.nbc")) if cache.is_dir() else []
         state = f"cached ({len(nbi)} index files, {len(nbc)} compiled objects)" if nbc else "not cached yet " \
             "(compiled on first use, ~seconds)"
-        lines.append(f"  echosim.{layer}.kernel: {state}")
+        lines.append(f"  echosim.{layer}.kernel: {state} in {cache}")
     return lines
 
 
@@ -168,8 +175,12 @@ def _cmd_info(args) -> int:
     print(f"numba threading layer: {layer}; configured: {numba.config.THREADING_LAYER}; "
           f"available: {', '.join(available) or 'none'}; NUMBA_NUM_THREADS={numba.config.NUMBA_NUM_THREADS}")
     print("  (echosim's kernels are serial; sweeps run in parallel across processes)")
-    cache_dir = numba.config.CACHE_DIR or "next to the sources (__pycache__)"
-    print(f"numba kernel cache: {cache_dir}")
+    if numba.config.CACHE_DIR:
+        print(f"numba kernel cache: {numba.config.CACHE_DIR} (NUMBA_CACHE_DIR)")
+    else:
+        print("numba kernel cache: next to the sources (__pycache__), or ~/.cache/numba where they are not "
+              "writable; an install shared between users should set NUMBA_CACHE_DIR to a directory of each "
+              "user's own (the cache holds pickles)")
     for line in _kernel_cache_status():
         print(line)
     return 0

@@ -21,7 +21,8 @@ def _cmd_sweep(args) -> int:
     out = args.out if args.out is not None else conf.default_out()
     workers = default_workers() if args.workers is None else args.workers
     if args.dry_run:
-        est = sweep.estimate(conf, out=out, workers=workers, store_dir=args.store)
+        est = sweep.estimate(conf, out=out, workers=workers, store_dir=args.store,
+                             announce=None if args.quiet else sys.stderr)
         print(f"{conf.name} ({conf.source}): {conf.describe()}")
         print(f"output: {out} ({est['n_runs'] - est['n_pending']} of {est['n_runs']} runs already finished)")
         where = f"the Dask cluster at {args.scheduler}" if args.scheduler else f"{est['workers']} local worker(s)"
@@ -32,9 +33,8 @@ def _cmd_sweep(args) -> int:
     report = sweep.run_sweep(conf, out=out, workers=workers, scheduler=args.scheduler,
                              progress=not args.quiet, on_done=_log_run if args.verbose else None,
                              store_dir=args.store)
-    how = f"Dask at {args.scheduler}" if args.scheduler else f"{report.workers} worker process(es)"
     print(f"{conf.name}: {report.n_runs} runs ({report.n_new} run now, {report.n_resumed} resumed) "
-          f"in {report.elapsed:.1f} s on {how}; kernels ready in {report.compile_seconds:.1f} s")
+          f"in {report.elapsed:.1f} s{_where_it_ran(report)}")
     c = report.counts
     print(f"status: {c['ok']} ok, {c['diverged']} diverged, {c['failed']} failed; results in {report.out}")
     print()
@@ -59,6 +59,15 @@ def _cmd_sweep(args) -> int:
               "to retry them", file=sys.stderr)
         return 1
     return 0
+
+
+def _where_it_ran(report) -> str:
+    """What computed the runs: Dask, local processes, or nothing (every run was stored)."""
+    if report.n_new == 0:
+        return "; nothing to compute: every run was in the store"
+    if report.scheduler is not None:
+        return f" on Dask at {report.scheduler}"
+    return f" on {report.workers} worker process(es); kernels ready in {report.compile_seconds:.1f} s"
 
 
 def _log_run(payload) -> None:
@@ -187,6 +196,8 @@ def _cmd_plot(args) -> int:
     from echosim.plots.views import plot_results
 
     formats = tuple(f.strip() for f in args.format.split(",") if f.strip())
+    if not formats:
+        raise ValueError(f"--format: expected png, pdf or svg (comma-separated), got {args.format!r}")
     echoes = None
     if args.echo:
         try:
@@ -205,7 +216,9 @@ def _cmd_plot(args) -> int:
 def _cmd_figures(args) -> int:
     from echosim.plots.figures import make_figures
 
-    only = [n.strip() for n in args.only.split(",") if n.strip()] if args.only else None
+    only = [n.strip() for n in args.only.split(",") if n.strip()] if args.only is not None else None
+    if only is not None and not only:
+        raise ValueError(f"--only: expected comma-separated figure names, got {args.only!r}")
     written, failed = make_figures(out_dir=args.out, quick=args.quick, only=only, workers=args.workers,
                                    store_dir=args.store, docs=args.docs, progress=not args.quiet)
     for path in written.values():

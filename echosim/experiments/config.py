@@ -24,18 +24,21 @@ starts. The full schema is in ``docs/sweep.md``.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import hashlib
 import itertools
 import math
 import tomllib
+import warnings
 from pathlib import Path
 
 
 from echosim.pipeline.model import ECHO_POLICIES, check_echo
 from echosim.training.methods import METHODS
 from echosim.experiments.grid import _AxisRef, _field_for, _Grid, _joint
-from echosim.experiments.limits import check_run_count, check_run_size
+from echosim.experiments.limits import MAX_CONFIG_BYTES, check_run_count, check_run_size, check_useful, check_window
+from echosim.pipeline.sizes import check_file_size, memory_limit, read_bounded
 from echosim.experiments.schema import (
     _PROBLEM_DEFAULTS,
     _RUN_KEYS,
@@ -46,6 +49,7 @@ from echosim.experiments.schema import (
     SECTIONS,
     TARGETS,
     ConfigError,
+    ConfigWarning,
     _show,
 )
 from echosim.experiments.specs import (
@@ -86,11 +90,18 @@ def load_config(path=None, overrides=(), quick: bool = False, values=None) -> Sw
     if path is None:
         return default_config(overrides, quick, values)
     p = Path(path)
+    if p.is_dir():
+        raise ConfigError(f"cannot read config file {str(path)!r}: it is a directory")
     try:
-        text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
-        raise ConfigError(f"cannot read config file {str(path)!r}: {reason}") from None
+        data = read_bounded(p, MAX_CONFIG_BYTES, "config file")
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    if b"\x00" in data:
+        raise ConfigError(f"cannot read config file {str(path)!r}: it is not text (it holds NUL bytes)")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"cannot read config file {str(path)!r}: not UTF-8 text (byte {exc.start})") from None
     return _from_text(text, source=str(path), base_dir=p.resolve().parent, overrides=overrides, quick=quick,
                       values=values)
 
@@ -177,7 +188,10 @@ def parse_config(data: dict, *, source: str = "<dict>", base_dir=None, overrides
     Pipeline is constructed here, before anything runs.
     """
     data = copy.deepcopy(data)
-    quick_table = data.pop("quick", {}) if isinstance(data, dict) else {}
+    quick_table = data.pop("quick", None) if isinstance(data, dict) else None
+    if quick and quick_table is None:
+        raise ConfigError(f"quick: {source} has no [quick] table (key paths → values of a small variant, see "
+                          "docs/sweep.md); run without --quick, or add one")
     if quick:
         for section, key, value in _quick_overrides(quick_table):
             target = data.get("joint") if section == "joint" else data.get(section)
@@ -275,15 +289,21 @@ def _points(grid: _Grid):
 
 def _expand(grid: _Grid, settings: dict, *, source, text, overrides) -> SweepConfig:
     usage = _Usage()
-    caches: dict = {"problem": {}}
+    caches: dict = {"problem": {}, "pipeline": {}, "useful": {}}
     runs, seen = [], set()
     check_run_count(math.prod(len(a.values) for a in grid.axes), settings["repetitions"],
                     [(" / ".join(a.paths), len(a.values)) for a in grid.axes])
     n_points = 0
+    notes: dict[str, str] = {}
+    most_points = 0.0
     for point, labels in _points(grid):
         n_points += 1
         base = _resolve(point, labels, usage, caches)
         check_run_size(base, lambda p, labels=labels: labels.get(p, p))
+        ukey = canonical_json([base["pipeline"], base["echo"], base["run"]])  # not the lr or the method
+        if ukey not in caches["useful"]:
+            caches["useful"][ukey] = check_useful(base, lambda p, labels=labels: labels.get(p, p), notes)
+        most_points = max(most_points, caches["useful"][ukey])
         for rep in range(settings["repetitions"]):
             spec = _make_spec(base, rep, settings["seed"])
             if spec.run_id in seen:
@@ -301,6 +321,9 @@ def _expand(grid: _Grid, settings: dict, *, source, text, overrides) -> SweepCon
             raise ConfigError(f"{where}: applies to no run of this grid{why}")
     if settings["tune_by"] == "time" and any(r.pipeline is None for r in runs):
         raise ConfigError("sweep.tune_by: 'time' needs a [pipeline] section (simulated wall-clock)")
+    check_window(settings["window"], most_points, notes)
+    for text in notes.values():  # legal but pointless: said once, in one line
+        warnings.warn(text, ConfigWarning, stacklevel=3)
     axes = tuple(dict.fromkeys(p for a in grid.axes for p in a.paths))
     chash = stable_hash({"schema": SCHEMA, "settings": settings, "runs": [r.run_id for r in runs]})
     return SweepConfig(runs=tuple(runs), settings=settings, axes=axes, source=source, text=text,
@@ -370,10 +393,11 @@ def _resolve(point, labels, usage, caches) -> dict:
     pkey = canonical_json(problem)
     if pkey not in caches["problem"]:
         try:
-            caches["problem"][pkey] = build_problem(problem)
-        except (ValueError, ImportError) as exc:  # ImportError: an optional dependency (extra) is missing
+            with _numerics() if kind != "dataset" else contextlib.nullcontext():  # data sets warn their own way
+                caches["problem"][pkey] = build_problem(problem)
+        except (ValueError, ImportError, ArithmeticError) as exc:  # ImportError: an extra is missing
             where = ", ".join(sorted({lab(p) for p in point if p.startswith("problem.")}))
-            raise ConfigError(f"problem ({where}): {exc}") from None
+            raise ConfigError(f"problem ({where}): {_reason(exc)}") from None
     problem_obj = caches["problem"][pkey]
 
     # ---- pipeline
@@ -409,15 +433,19 @@ def _resolve(point, labels, usage, caches) -> dict:
     elif policy != "greedy":
         echo = 1
     try:
-        build_optimizer(dict(optimizer, lr=0.0) if optimizer["lr"] == "theory" else optimizer).check_batch_size(
-            optimizer["batch_size"])
-    except ValueError as exc:
+        with _numerics():
+            build_optimizer(dict(optimizer, lr=0.0) if optimizer["lr"] == "theory" else optimizer).check_batch_size(
+                optimizer["batch_size"])
+    except (ValueError, ArithmeticError) as exc:
         where = ", ".join(sorted({lab(p) for p in point if p.startswith("optimizer.")}))
         raise ConfigError(f"optimizer ({where}): {exc}") from None
 
     # ---- the pipeline object (needs K)
     if pipeline is not None:
-        pipeline = _resolve_pipeline(pipeline, echo, point, lab, optimizer["batch_size"])
+        key = canonical_json([pipeline, echo, optimizer["batch_size"]])
+        if key not in caches["pipeline"]:  # the same for every learning rate and method
+            caches["pipeline"][key] = _resolve_pipeline(pipeline, echo, point, lab, optimizer["batch_size"])
+        pipeline = copy.deepcopy(caches["pipeline"][key])
 
     # ---- run budget
     run = {}
@@ -429,7 +457,7 @@ def _resolve(point, labels, usage, caches) -> dict:
     if "time_budget" in run and pipeline is None:
         raise ConfigError(f"{lab('sweep.time_budget')}: a time budget needs a [pipeline] section "
                           "(simulated wall-clock); use sweep.n_batches without one")
-    if "log_points" in run and "log_every" in point:
+    if "log_points" in run and "sweep.log_every" in point:
         raise ConfigError(f"{lab('sweep.log_points')}: give log_points or log_every, not both")
     if optimizer["lr"] == "theory":
         optimizer.update(_theory_step(problem_obj, optimizer, echo, run, lab))
@@ -473,9 +501,10 @@ def _resolve_pipeline(pipeline, K, point, lab, batch_size: int) -> dict:
                 if key != "arrival":
                     raise ValueError("kind 'affine' applies to the loader (pipeline.arrival) only")
                 spec = BatchTime.from_dict(spec).at(batch_size)
-            svc = as_service_time(spec)
-        except ValueError as exc:
-            raise ConfigError(f"{lab('pipeline.' + key)}: {exc}") from None
+            with _numerics():
+                svc = _usable_service(as_service_time(spec))
+        except (ValueError, ArithmeticError) as exc:
+            raise ConfigError(f"{lab('pipeline.' + key)}: {_reason(exc)}") from None
         services[key] = svc
     for key, value in pipeline.items():
         if key in services:
@@ -485,11 +514,43 @@ def _resolve_pipeline(pipeline, K, point, lab, batch_size: int) -> dict:
         else:
             out[key] = value
     try:
-        build_pipeline(out, K)
-    except ValueError as exc:
+        with _numerics():
+            build_pipeline(out, K)
+    except (ValueError, ArithmeticError) as exc:
         where = ", ".join(sorted({lab(p) for p in point if p.startswith("pipeline.")}))
-        raise ConfigError(f"pipeline ({where}): {exc}") from None
+        raise ConfigError(f"pipeline ({where}): {_reason(exc)}") from None
     return out
+
+
+def _numerics():
+    """Validation raises on floating-point overflow instead of warning (then failing later)."""
+    import numpy as np
+
+    return np.errstate(over="raise", invalid="raise", divide="raise")
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, ArithmeticError):
+        return f"its numbers overflow ({' '.join(str(exc).split()) or type(exc).__name__}); use smaller values"
+    return str(exc)
+
+
+def _usable_service(svc):
+    """`svc` if its mean is finite and its draws are finite numbers; ValueError otherwise.
+
+    Parameters can each be finite and still overflow together (a gamma with cv = 1e300,
+    a log-normal whose variance is beyond any float): that is refused here, not in
+    every run. An infinite variance (Pareto with alpha <= 2) is fine.
+    """
+    import numpy as np
+
+    mean, var = float(svc.mean), float(svc.variance)
+    if not (math.isfinite(mean) and mean > 0) or math.isnan(var):
+        raise ValueError(f"{svc!r} has mean {mean:g} and variance {var:g}; both must be numbers (the mean finite)")
+    draws = np.asarray(svc.sample(np.random.default_rng(0), 64), dtype=np.float64)
+    if not np.isfinite(draws).all():
+        raise ValueError(f"{svc!r} draws times that are not finite numbers; use smaller parameters")
+    return svc
 
 
 def _service_dict(svc) -> dict:
@@ -509,8 +570,15 @@ def _resolve_dataset(problem: dict, lab) -> dict:
         return out
     p = Path(problem["path"])
     label = lab("problem.path")
-    try:
-        digest = hashlib.sha256(p.read_bytes()).hexdigest()[:16]
+    try:  # a regular file that fits in memory (not /dev/zero, a pipe or a directory)
+        check_file_size(p, memory_limit(), "data file")
+        h = hashlib.sha256()
+        with open(p, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+        digest = h.hexdigest()[:16]
+    except ValueError as exc:
+        raise ConfigError(f"{label}: {exc}") from None
     except OSError as exc:
         raise ConfigError(f"{label}: cannot read data file {str(p)!r}: {exc.strerror or exc}") from None
     if "format" not in out:

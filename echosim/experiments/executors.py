@@ -20,55 +20,11 @@ from echosim.experiments import store
 from echosim.experiments.assemble import _one_line, execute_group, group_by_learning_rate
 from echosim.experiments.specs import SweepConfig
 
-__all__ = ["SweepError", "Progress", "default_workers", "serial", "local", "dask"]
+__all__ = ["SweepError", "default_workers", "serial", "local", "dask", "check_scheduler"]
 
 
 class SweepError(RuntimeError):
     """The sweep itself could not go on (e.g. a worker process died); finished runs are kept."""
-
-
-# --------------------------------------------------------------------------- progress
-
-
-class Progress:
-    """done/total, rate and ETA: a tqdm bar on a terminal, a plain line every `every`
-    seconds otherwise (logs of batch jobs), and a final line."""
-
-    def __init__(self, total: int, stream=None, enabled: bool = True, every: float = 10.0, unit: str = "run"):
-        self.total, self.done, self.unit, self.every = total, 0, unit, every
-        self.stream = stream if stream is not None else sys.stderr
-        self.enabled = enabled and total > 0
-        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
-        self.t0 = self._last = time.perf_counter()
-        self._bar = None
-        if self.enabled and self.tty:
-            from tqdm import tqdm
-
-            self._bar = tqdm(total=total, unit=unit, file=self.stream, dynamic_ncols=True, leave=True)
-
-    def text(self) -> str:
-        from tqdm import tqdm
-
-        return tqdm.format_meter(self.done, self.total, time.perf_counter() - self.t0, unit=self.unit, ascii=True)
-
-    def update(self, n: int = 1) -> None:
-        self.done += n
-        if not self.enabled:
-            return
-        if self._bar is not None:
-            self._bar.update(n)
-            if self.done >= self.total:
-                self._bar.close()
-            return
-        now = time.perf_counter()
-        if self.done >= self.total or now - self._last >= self.every:
-            self.stream.write(self.text() + "\n")
-            self.stream.flush()
-            self._last = now
-
-    def close(self) -> None:
-        if self._bar is not None:
-            self._bar.close()
 
 
 # --------------------------------------------------------------------------- executors
@@ -87,10 +43,14 @@ def _die_with_parent(parent: int) -> None:
 
     On Linux the kernel sends SIGKILL at the parent's death (PR_SET_PDEATHSIG);
     elsewhere a daemon thread watches the parent's pid. Either way no worker outlives
-    the sweep and races with the one that resumes it.
+    the sweep and races with the one that resumes it. Ctrl-C (SIGINT to the whole
+    process group) is the parent's to handle: a worker ignores it, so it prints no
+    traceback of its own, and the parent stops the workers.
     """
     import signal
     import threading
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
     try:
         import ctypes
@@ -154,21 +114,100 @@ def local(pending, workers: int) -> Iterator[dict]:
                         raise SweepError("a worker process died (out of memory or killed); finished runs "
                                          "are saved, re-run the same command to resume") from exc
                     yield from payloads
+        except BaseException:  # an interrupt (or the consumer gave up): stop the workers now
+            _stop_workers(pool)
+            raise
         finally:
             for fut in inflight:
                 fut.cancel()
 
 
+def _stop_workers(pool) -> None:
+    """Kill a pool's worker processes and let it shut down without waiting for their groups."""
+    for proc in list(getattr(pool, "_processes", {}).values()):  # CPython's pool keeps them here
+        try:
+            proc.kill()
+        except (OSError, ValueError):  # already gone
+            pass
+    pool.shutdown(wait=False, cancel_futures=True)
+
+
+SCHEDULER_SCHEMES = ("tcp", "tls")
+CONNECT_SECONDS = 5.0
+"""How long to wait for a TCP connection to a Dask scheduler's port (name lookup included)."""
+HANDSHAKE_SECONDS = 10.0
+"""...and then for Dask's own handshake with a scheduler that accepted the connection."""
+
+
+def check_scheduler(address: str) -> str:
+    """A Dask scheduler address, checked before any work: ``tcp://host:port`` (or
+    ``tls://``, or ``host:port`` for tcp). Returns it with its scheme; ValueError otherwise."""
+    import re
+
+    if not isinstance(address, str):
+        raise ValueError(f"scheduler: expected an address such as tcp://host:8786, got {address!r}")
+    text = address.strip()
+    scheme, sep, rest = text.rpartition("://")
+    if not sep:
+        scheme, rest = "tcp", text
+    m = re.fullmatch(r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):([0-9]{1,5})", rest)
+    why = ""
+    if scheme not in SCHEDULER_SCHEMES:
+        why = f"the scheme must be {' or '.join(s + '://' for s in SCHEDULER_SCHEMES)}"
+    elif m is None:
+        why = "expected HOST:PORT after the scheme"
+    elif not 1 <= int(m.group(2)) <= 65535:
+        why = "the port must be 1 to 65535"
+    if why:
+        raise ValueError(f"scheduler: {address!r} is not a Dask scheduler address ({why}), e.g. tcp://host:8786")
+    return f"{scheme}://{rest}"
+
+
+def _reach(address: str, seconds: float) -> None:
+    """ValueError unless a TCP connection to the scheduler's host and port opens within `seconds`
+    (name lookup included), so that a wrong address fails in seconds, not after Dask's retries."""
+    import socket
+    import threading
+
+    hostport = address.split("://", 1)[1]
+    host, _, port = hostport.rpartition(":")
+    host = host.strip("[]")
+    outcome: list = []
+
+    def probe():
+        try:
+            socket.create_connection((host, int(port)), timeout=seconds).close()
+            outcome.append(None)
+        except OSError as exc:
+            outcome.append(exc.strerror or str(exc) or type(exc).__name__)
+
+    t = threading.Thread(target=probe, daemon=True)
+    t.start()
+    t.join(seconds)
+    if not outcome:
+        raise ValueError(f"cannot connect to the Dask scheduler at {address!r}: no answer within {seconds:g} s")
+    if outcome[0] is not None:
+        raise ValueError(f"cannot connect to the Dask scheduler at {address!r}: {outcome[0]}")
+
+
 def dask(pending, scheduler: str) -> Iterator[dict]:
     """Run the specs on the Dask distributed cluster at `scheduler`."""
+    address = check_scheduler(scheduler)
     try:
-        from distributed import Client, as_completed
-    except ImportError:
-        raise ValueError("--scheduler needs dask.distributed: pip install 'echosim[dask]'") from None
+        import importlib.util
+
+        found = importlib.util.find_spec("distributed") is not None
+    except (ImportError, ValueError):  # pragma: no cover - a broken install
+        found = False
+    if not found:
+        raise ValueError("--scheduler needs dask.distributed: pip install 'echosim[dask]'")
+    _reach(address, CONNECT_SECONDS)  # before importing distributed (seconds): a wrong address fails at once
+    from distributed import Client, as_completed
+
     try:
-        client = Client(scheduler, timeout="20s", set_as_default=False)
+        client = Client(address, timeout=f"{HANDSHAKE_SECONDS:g}s", set_as_default=False)
     except (OSError, TimeoutError) as exc:
-        raise ValueError(f"cannot connect to the Dask scheduler at {scheduler!r}: {exc}") from None
+        raise ValueError(f"cannot connect to the Dask scheduler at {address!r}: {exc}") from None
     try:
         client.run(_warm_parts, *_kernel_parts(None, runs=pending))
         groups = _tasks(pending)

@@ -11,7 +11,15 @@ A config that cannot fit is refused with a `ConfigError` naming the key and the 
 - a run may take at most `MAX_RUN_WORK` units of work, a unit being one multiply-add of
   a gradient (B·d per step) or the fixed cost of one step, one event or one batch
   (taken as 64 units): about a day at 10^10 units per second, far beyond what this
-  machine does (see `python -m echosim sweep --dry-run` for the estimate of a sweep).
+  machine does (see `python -m echosim sweep --dry-run` for the estimate of a sweep);
+- a config file holds at most `MAX_CONFIG_BYTES`.
+
+`check_useful` then refuses values that cannot be meant (a log that records nothing, a
+simulated clock that overflows, more loader workers than `MAX_WORKERS`) and collects
+one-line warnings (`ConfigWarning`) for values that are legal but change nothing or
+make the sweep pointless (a prefetch buffer larger than the run, more loader workers
+than fresh batches, a greedy cap that can never bind, more log points than there are
+batches, a target window longer than any run's log).
 """
 
 from __future__ import annotations
@@ -21,12 +29,21 @@ import math
 from echosim.experiments.schema import MAX_GRID_VALUES, ConfigError
 from echosim.pipeline.sizes import format_bytes, memory_limit
 
-__all__ = ["MAX_RUNS", "MAX_GRID_VALUES", "MAX_RUN_WORK", "check_run_count", "check_run_size", "run_footprint"]
+__all__ = ["MAX_RUNS", "MAX_GRID_VALUES", "MAX_RUN_WORK", "MAX_CONFIG_BYTES", "MAX_WORKERS", "check_run_count",
+           "check_run_size", "run_footprint", "check_useful"]
 
 MAX_RUNS = 100_000
 """Runs per sweep (expanding a config costs about 0.1 ms per run)."""
 MAX_RUN_WORK = 1e15
 """Units of work per run (multiply-adds, plus 64 per step, event and batch)."""
+MAX_CONFIG_BYTES = 16 << 20
+"""Bytes of a config file (a grid of 100,000 listed values takes about 1 MiB)."""
+MAX_WORKERS = 1_000_000
+"""Loader workers of a simulated pipeline (each one is state in the event loop)."""
+MAX_CLOCK = 1e300
+"""The simulated wall-clock of a run must stay below this (float64 ends at 1.8e308)."""
+NO_CAP = 1_000_000
+"""A greedy ``max_echo`` above this is no cap at all: K_t never gets near it."""
 
 _STEP_OVERHEAD = 64.0
 _MEMO_BYTES = 256 << 20  # a worker's batch memo (Problem.memoize_batches)
@@ -51,7 +68,7 @@ def check_run_count(n_points: int, repetitions: int, axes) -> None:
 
 
 def run_footprint(T: float, K: float, B: int, b_step: int, d: int, n_features: int, itemsize: int,
-                  n_logs: float, schedule_per_batch: float, workers: int) -> dict:
+                  n_logs: float, schedule_per_batch: float, workers: int, shuffle: int = 0) -> dict:
     """Memory terms (bytes) and work (units) of one run; see the module docstring."""
     chunk = max(_CHUNK_BYTES, _BLOCK * B * (n_features + 1) * itemsize)
     memory = {
@@ -60,6 +77,7 @@ def run_footprint(T: float, K: float, B: int, b_step: int, d: int, n_features: i
         "data": 2.0 * chunk + min(_MEMO_BYTES, T * B * (n_features + 1) * itemsize),
         "dim": 64.0 * d,
         "workers": 24.0 * workers,
+        "shuffle": 8.0 * shuffle,
     }
     steps = T * K
     work = steps * (b_step * d + _STEP_OVERHEAD) + T * _STEP_OVERHEAD
@@ -96,7 +114,11 @@ def check_run_size(base: dict, lab) -> None:
         workers = pipeline.workers
     every = run.get("log_every", "auto")
     n_logs = 2000.0 if every == "auto" else T / every
-    f = run_footprint(T, K, B, b_step, problem.dim, problem.n_features, itemsize, n_logs, per_batch, workers)
+    if "log_points" in run:
+        n_logs = min(float(run["log_points"]), T) + 1
+    shuffle = 0 if pipeline is None or pipeline.policy != "example" else (pipeline.shuffle_buffer or 0)
+    f = run_footprint(T, K, B, b_step, problem.dim, problem.n_features, itemsize, n_logs, per_batch, workers,
+                      shuffle)
     memory = f["memory"]
     total = sum(memory.values())
     limit = memory_limit()
@@ -108,6 +130,7 @@ def check_run_size(base: dict, lab) -> None:
             "data": ("optimizer.batch_size", B),
             "dim": ("problem.dim", problem.dim),
             "workers": ("pipeline.workers", workers),
+            "shuffle": ("pipeline.shuffle_buffer", shuffle),
         }[term]
         if term == "logs" and total - memory["logs"] > limit:
             term, key, value = "batches", t_key, t_value  # too many batches, logged or not
@@ -134,3 +157,82 @@ def _show(v) -> str:
     if isinstance(v, float) and (abs(v) >= 1e6 or v != math.floor(v)):
         return f"{v:g}"
     return f"{v}"
+
+
+def _units(base: dict, pipeline) -> tuple[float, str, float]:
+    """(upper bound of a run's fresh batches T, the log unit, upper bound of its log units)."""
+    from echosim.pipeline.schedule import mean_batch_time
+
+    run = base["run"]
+    if "n_batches" in run:
+        T = float(run["n_batches"])
+    else:
+        T = 1.25 * run["time_budget"] / mean_batch_time(pipeline) + 16
+    if "max_steps" in run:
+        T = min(T, float(run["max_steps"]))
+    by_step = run.get("log_unit", "batch") == "step" or (pipeline is not None and pipeline.policy == "example")
+    if not by_step:
+        return T, "fresh batches", T
+    if pipeline is None or pipeline.policy in ("fixed", "example"):
+        K = float(math.ceil(base["echo"] or 1))
+    elif pipeline.policy == "greedy":
+        K = float(pipeline.max_echo)
+    else:
+        K = 1.0
+    steps = T * K if "max_steps" not in run else min(T * K, float(run["max_steps"]))
+    return T, "steps", steps
+
+
+def check_useful(base: dict, lab, notes: dict) -> float:
+    """Refuse the values of one resolved grid point that cannot be meant; add a one-line
+    warning to `notes` (key path → text, the first one kept) for values that are legal
+    but change nothing. Returns an upper bound of the points the run logs (for the
+    target window, checked over the whole grid)."""
+    from echosim.experiments.specs import build_pipeline
+
+    run, pipe = base["run"], base["pipeline"]
+    pipeline = None if pipe is None else build_pipeline(pipe, base["echo"])
+    T, unit, n = _units(base, pipeline)
+    if pipeline is not None:
+        from echosim.pipeline.schedule import mean_batch_time
+
+        W = pipeline.workers
+        if W > MAX_WORKERS:
+            raise ConfigError(f"{lab('pipeline.workers')}: {W:,} loader workers, more than the simulation takes "
+                              f"({MAX_WORKERS:,})")
+        clock = T * mean_batch_time(pipeline)
+        if not clock < MAX_CLOCK:
+            times = {"pipeline.arrival": pipeline.arrival.mean / W, "pipeline.step_time": pipeline.step_time.mean,
+                     "pipeline.switch_overhead": pipeline.switch_overhead}
+            key = max(times, key=times.get)
+            raise ConfigError(f"{lab(key)}: a run of {T:.3g} fresh batches would take about {clock:.3g} time "
+                              "units, beyond what the simulated clock can count; use a smaller time unit")
+        if "n_batches" in run and W > T:
+            notes.setdefault("pipeline.workers", f"{lab('pipeline.workers')}: {W:,} loader workers for "
+                             f"{T:.0f} fresh batches: the extra ones never load a batch")
+        if "n_batches" in run and pipeline.prefetch > T:
+            notes.setdefault("pipeline.prefetch", f"{lab('pipeline.prefetch')}: a buffer of {pipeline.prefetch:,} "
+                             f"batches for runs of {T:.0f} fresh batches never fills (it acts as unbounded)")
+        if pipeline.policy == "greedy" and pipeline.max_echo > NO_CAP:
+            notes.setdefault("pipeline.max_echo", f"{lab('pipeline.max_echo')}: {pipeline.max_echo:,} acts as no "
+                             f"cap at all (greedy's K_t follows the loader's waits; the default cap is 64)")
+    every = run.get("log_every", "auto")
+    if "log_points" in run:
+        if run["log_points"] > n:
+            notes.setdefault("sweep.log_points", f"{lab('sweep.log_points')}: {run['log_points']:,} points, more "
+                             f"than the {n:.0f} {unit} of a run: every one of them is logged")
+        return min(float(run["log_points"]), n) + 1
+    if every == "auto":
+        return min(n, 2000.0) + 1
+    if every > n:
+        raise ConfigError(f"{lab('sweep.log_every')}: every {every:,} {unit}, more than the {n:.0f} of a run: "
+                          "it would log nothing (use a smaller value, or sweep.log_points)")
+    return n / every + 1
+
+
+def check_window(window: int, most_points: float, notes: dict) -> None:
+    """Warn (in `notes`) when the target window is longer than every run's log: no run
+    can reach the target (a full window of logged points is required)."""
+    if window > most_points:
+        notes.setdefault("sweep.window", f"sweep.window: a trailing mean of {window:,} logged points, but no run "
+                         f"logs more than {most_points:.0f}: none can reach the target")

@@ -14,7 +14,7 @@ from echosim.pipeline.model import POLICIES
 from echosim.training.methods import HYPER_FIELDS, METHODS
 from echosim.training.problems import PROBLEMS
 
-__all__ = ["ConfigError", "Field", "FIELDS", "lr_grid", "PAPER_LRS", "SCHEMA", "SECTIONS"]
+__all__ = ["ConfigError", "ConfigWarning", "Field", "FIELDS", "lr_grid", "PAPER_LRS", "SCHEMA", "SECTIONS"]
 
 SCHEMA = "echosim-run/2"
 """Version tag hashed into every run id; bump it when the meaning of a run changes."""
@@ -23,10 +23,18 @@ SECTIONS = ("problem", "pipeline", "optimizer", "sweep")
 DEFAULT_TOML = "default_sweep.toml"
 MAX_GRID_VALUES = 100_000
 """Values in one learning-rate grid table (`lr_grid`)."""
+INT_MAX = 2**63 - 1
+"""The largest integer of any key: result tables store integers as int64."""
+MAX_LR_EXTEND = 100
+"""Rounds of lr-grid extension: each adds 0.2 decades past an edge, so 100 reach 20 decades."""
 
 
 class ConfigError(ValueError):
     """A bad config: one line naming the key path and what is allowed."""
+
+
+class ConfigWarning(UserWarning):
+    """A legal but pointless config value: one line naming the key path and why."""
 
 
 def _is_real(v) -> bool:
@@ -48,12 +56,17 @@ def lr_grid(start: float, stop: float, per_decade: float | None = None, num: int
     if per_decade is not None:
         if not (_is_real(per_decade) and per_decade > 0 and math.isfinite(per_decade)):
             raise ConfigError(f"lr.per_decade: must be a number > 0, got {per_decade!r}")
-        n = math.floor(math.log10(stop / start) * per_decade + 1e-9)
-        if n + 1 > MAX_GRID_VALUES:
+        decades = math.log10(stop) - math.log10(start)  # not log10(stop / start): that may overflow
+        count = decades * per_decade + 1e-9
+        if count + 1 > MAX_GRID_VALUES:
             raise ConfigError(f"lr.per_decade: {per_decade:g} values per decade from {start:g} to {stop:g} give "
-                              f"{n + 1:.3g} learning rates, more than the limit of {MAX_GRID_VALUES:,}")
+                              f"{count + 1:.3g} learning rates, more than the limit of {MAX_GRID_VALUES:,}")
+        n = math.floor(count)
         lo = math.log10(start)
-        return [float(10 ** (lo + i / per_decade)) for i in range(n + 1)]
+        try:
+            return [float(10 ** (lo + i / per_decade)) for i in range(n + 1)]
+        except OverflowError:  # stop within rounding of the largest float
+            raise ConfigError(f"lr: stop={stop:g} is too close to the largest float; give a smaller stop") from None
     if isinstance(num, bool) or not isinstance(num, numbers.Integral) or num < 1:
         raise ConfigError(f"lr.num: must be an integer >= 1, got {num!r}")
     if num > MAX_GRID_VALUES:
@@ -113,9 +126,10 @@ class Field:
         what = "an integer" if self.kind == "int" else "a number"
         parts = []
         if self.lo is not None:
-            parts.append(f"{'>' if self.lo_open else '>='} {self.lo:g}")
-        if self.hi is not None:
-            parts.append(f"{'<' if self.hi_open else '<='} {self.hi:g}")
+            parts.append(f"{'>' if self.lo_open else '>='} {_bound(self.lo)}")
+        hi = self.hi if self.hi is not None else (INT_MAX if self.kind == "int" else None)
+        if hi is not None:
+            parts.append(f"{'<' if self.hi_open else '<='} {_bound(hi)}")
         return what + (" " + " and ".join(parts) if parts else "")
 
     def check(self, label: str, value):
@@ -123,7 +137,7 @@ class Field:
         bad = ConfigError(f"{label}: must be {self.describe()}, got {_show(value)}")
         k = self.kind
         if k == "int":
-            if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value > INT_MAX:
                 raise bad
             value = int(value)
         elif k == "float":
@@ -161,7 +175,7 @@ class Field:
         elif k == "log_every":
             if value == "auto":
                 return value
-            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not 1 <= value <= INT_MAX:
                 raise bad
             return int(value)
         elif k == "echo":  # K is checked once, by its owner, when the run is resolved (config._resolve)
@@ -255,8 +269,9 @@ FIELDS: dict[str, dict[str, Field]] = {
         "rule": Field("choice", "stable", choices=("stable", "first"), grid=False,
                       doc="converged where the trailing mean enters the target band and stays in it for the "
                           "rest of the budget ('stable'), or where it first enters ('first', the paper's rule)"),
-        "lr_extend": Field("int", 8, lo=0, grid=False,
-                           doc="rounds of extending the lr grid past an edge where the tuned lr sits"),
+        "lr_extend": Field("int", 8, lo=0, hi=MAX_LR_EXTEND, grid=False,
+                           doc="rounds of extending the lr grid past an edge where the tuned lr sits "
+                               "(each adds 0.2 decades)"),
         "iterate": Field("choice", "last", choices=("last", "avg", "end_avg"), grid=False),
         "tune_by": Field("choice", "batches", choices=("batches", "steps", "samples", "time"), grid=False),
     },
@@ -271,6 +286,14 @@ _SETTING_KEYS = ("name", "seed", "repetitions", "rtol", "atol", "fraction", "win
                  "lr_extend")
 TARGETS = ("rtol", "atol", "fraction")
 """The three ways to state the target; a config gives one (default rtol = 0.01)."""
+
+
+def _bound(x) -> str:
+    if x == INT_MAX:
+        return "2^63 - 1"
+    if isinstance(x, int) or (isinstance(x, float) and x.is_integer() and abs(x) < 1e15):
+        return f"{int(x):,}" if abs(x) >= 10_000 else f"{int(x)}"
+    return f"{x:g}"
 
 
 def _show(v) -> str:

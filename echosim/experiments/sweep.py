@@ -18,6 +18,7 @@ carrying the error, never a result.
 from __future__ import annotations
 
 import math
+import os
 import sys
 import time
 from contextlib import closing, contextmanager
@@ -30,7 +31,8 @@ from echosim.experiments import store
 from echosim.experiments.assemble import _log_at, execute_group, group_by_learning_rate, group_key
 from echosim.pipeline.schedule import mean_batch_time
 from echosim.experiments import executors
-from echosim.experiments.executors import Progress, default_workers
+from echosim.experiments.executors import default_workers
+from echosim.experiments.progress import Progress
 from echosim.experiments.specs import SweepConfig, build_pipeline, build_problem
 
 __all__ = ["run_sweep", "estimate", "SweepReport"]
@@ -52,6 +54,8 @@ class SweepReport:
     compile_seconds: float
     workers: int
     scheduler: str | None
+    """The Dask scheduler the runs went to; None if none was contacted (every run was
+    in the store, or they ran locally)."""
     summary: object = field(repr=False)
     tuned: object = field(repr=False)
     curves_table: object = field(repr=False, default=None)
@@ -88,7 +92,15 @@ def _locked(out: Path):
     """Hold `out` for this sweep; a second sweep on the same directory is told it is busy."""
     import fcntl
 
-    with open(out / ".lock", "w") as f:
+    lock = out / ".lock"
+    try:  # never through a link, never truncating: whatever is there is only locked
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    except OSError as exc:
+        if lock.is_symlink():
+            raise ValueError(f"--out: {str(lock)!r} is a symbolic link; remove it (a sweep never writes "
+                             "through one)") from None
+        raise OSError(exc.errno, exc.strerror, str(lock)) from None
+    with os.fdopen(fd, "rb+") as f:
         try:
             fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -134,40 +146,55 @@ def run_sweep(config: SweepConfig, out=None, *, workers: int | None = None, sche
     """
     t0 = time.perf_counter()
     stream = stream if stream is not None else sys.stderr
+    if out is not None and not str(out).strip():
+        raise ValueError("out: an empty path (give the sweep's directory, or None for the default)")
     out = Path(out) if out is not None else config.default_out()
     workers = default_workers() if workers is None else int(workers)
     if workers < 1:
         raise ValueError(f"workers must be an integer >= 1, got {workers}")
+    if scheduler is not None:
+        scheduler = executors.check_scheduler(scheduler)
+    from echosim.experiments.extras import require
+
+    require("pyarrow.parquet", "a sweep (its run store)")  # before any work, not after the runs
+    require("pandas", "a sweep (its tables)")
     results = store.Store(store_dir)
+    results.root.mkdir(parents=True, exist_ok=True)  # a store that cannot be made fails now, not after the runs
     note = _prepare_out(config, out)
     with _locked(out):
         results.clean_temp()
-        done = results.finished()
-        if results.quarantined and progress:
-            print(f"note: moved {len(results.quarantined)} unreadable pack(s) to {results.root / store.QUARANTINE}; "
-                  "their runs are computed again", file=stream)
+        shown = [0]
+
+        def tell_quarantine():
+            if len(results.quarantined) > shown[0] and progress:
+                print(f"note: moved {len(results.quarantined) - shown[0]} unreadable pack(s) to "
+                      f"{results.root / store.QUARANTINE}; their runs are computed again", file=stream)
+            shown[0] = len(results.quarantined)
+
+        results.finished()
+        tell_quarantine()
         if note and progress:
             print(note, file=stream)
         runs = list(config.runs)
         store.write_manifest(out, _manifest(config, results, runs, {"pending": len(runs)}, complete=False))
         payloads: dict = {}
-        counter = {"new": 0, "compile": 0.0, "workers": 0}
+        counter = {"new": 0, "compile": 0.0, "workers": 0, "scheduler": None}
 
         def execute(specs):
-            pending = [r for r in specs if r.run_id not in done and r.run_id not in payloads]
+            pending = [r for r in specs if not results.has(r.run_id) and r.run_id not in payloads]
             # runs that share their fresh batches (same data seed) run back to back, so each
             # worker's batch cache serves them, and the biggest batches go first, so the last
             # runs to finish are short ones; the order changes no result
             pending.sort(key=lambda r: (-r.optimizer["batch_size"] * r.run.get("n_batches", 1), r.seed, r.run_id))
             if not pending:
                 return
-            if not counter["new"]:
-                counter["compile"] = (executors.warm_up(config, workers, announce=stream if progress else None)
-                                      if scheduler is None else 0.0)
+            if not counter["new"] and scheduler is None:
+                counter["compile"] = executors.warm_up(config, workers, announce=stream if progress else None)
             used = 0 if scheduler is not None else min(workers, len(group_by_learning_rate(pending)))
             counter["workers"] = max(counter["workers"], used)
             if scheduler is not None:
                 finished = executors.dask(pending, scheduler)
+                counter["scheduler"] = scheduler
             elif used == 1:
                 finished = executors.serial(pending)
             else:
@@ -176,10 +203,21 @@ def run_sweep(config: SweepConfig, out=None, *, workers: int | None = None, sche
                     on_done or (lambda payload: None))
             counter["new"] += len(pending)
 
+        def merged(**kw):
+            """The merged tables; runs whose pack proves unreadable while merging are computed again."""
+            while True:
+                res = store.merge(out, [r.run_id for r in runs], config.settings, payloads=payloads,
+                                  store=results, **kw)
+                lost = [r for r in runs if r.run_id in results.lost and r.run_id not in payloads]
+                tell_quarantine()
+                if not lost:
+                    return res
+                results.lost.difference_update(r.run_id for r in lost)
+                execute(lost)
+
         execute(runs)
         for round_no in range(config.settings.get("lr_extend", 0)):
-            tuned = store.merge(out, [r.run_id for r in runs], config.settings, payloads=payloads, write=False,
-                                curves_as=None, store=results).tuned
+            tuned = merged(write=False, curves_as=None).tuned
             more = lr_extensions(runs, tuned, config.settings)
             if not more:
                 break
@@ -188,17 +226,16 @@ def run_sweep(config: SweepConfig, out=None, *, workers: int | None = None, sche
                       f"{config.settings['lr_extend']})", file=stream)
             runs += more
             execute(more)
-        merged = store.merge(out, [r.run_id for r in runs], config.settings, payloads=payloads,
-                             curves_as="arrow", store=results)
-        counts = {s: int((merged.summary["status"] == s).sum()) if len(merged.summary) else 0
+        final = merged(curves_as="arrow")
+        counts = {s: int((final.summary["status"] == s).sum()) if len(final.summary) else 0
                   for s in ("ok", "diverged", "failed")}
         counts["missing"] = len(runs) - sum(counts.values())
         complete = counts["failed"] == 0 and counts["missing"] == 0
         store.write_manifest(out, _manifest(config, results, runs, counts, complete=complete))
     return SweepReport(out=out, n_runs=len(runs), n_new=counter["new"], n_resumed=len(runs) - counter["new"],
                        counts=counts, elapsed=time.perf_counter() - t0, compile_seconds=counter["compile"],
-                       workers=counter["workers"], scheduler=scheduler, summary=merged.summary, tuned=merged.tuned,
-                       curves_table=merged.curves, note=note)
+                       workers=counter["workers"], scheduler=counter["scheduler"], summary=final.summary,
+                       tuned=final.tuned, curves_table=final.curves, note=note)
 
 
 LR_RATIO = 10 ** (1 / 20)
@@ -318,14 +355,15 @@ def _calibration_copy(spec):
     return spec
 
 
-def estimate(config: SweepConfig, out=None, workers: int | None = None, store_dir=None) -> dict:
+def estimate(config: SweepConfig, out=None, workers: int | None = None, store_dir=None, announce=None) -> dict:
     """Predicted wall time of the runs still to do.
 
     Method: a cost model in T·B·d·(1 + 2K) plus per-logged-point and per-run terms,
     calibrated by timing shortened copies (at most 200 fresh batches) of the learning-
     rate groups of the grid's cheapest and most expensive runs, as the sweep runs them;
     compile time is measured separately. Extra runs from lr-grid extension are not counted. Runs the
-    store already holds are not counted.
+    store already holds are not counted. `announce`: a stream told in one line when
+    the kernels must be compiled first (the first estimate on a machine waits for it).
     """
     import dataclasses
 
@@ -333,7 +371,7 @@ def estimate(config: SweepConfig, out=None, workers: int | None = None, store_di
     out = Path(out) if out is not None else config.default_out()
     done = store.Store(store_dir).finished()
     pending = [r for r in config.runs if r.run_id not in done]
-    compile_s = executors.warm_up(config, workers)
+    compile_s = executors.warm_up(config, workers, announce=announce)
     if not pending:
         return {"n_runs": len(config.runs), "n_pending": 0, "seconds": 0.0, "compile_seconds": compile_s,
                 "workers": workers, "method": "nothing to run"}

@@ -248,5 +248,6 @@ class Pipeline:
                     f"with policy {self.policy!r}"
                 )
             set_(self, "shuffle_buffer", _int_field("Pipeline.shuffle_buffer", S, 1))
+            check_fits("Pipeline.shuffle_buffer", self.shuffle_buffer, 8, what="the example ids it holds")
 
 

@@ -7,16 +7,19 @@ a fixed number per machine, so the same input is accepted or refused every time.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 
-__all__ = ["memory_limit", "check_fits", "format_bytes"]
+__all__ = ["memory_limit", "check_fits", "format_bytes", "read_bounded", "check_file_size"]
 
 _FALLBACK = 16 << 30
 
 
+@functools.lru_cache(maxsize=1)
 def memory_limit() -> int:
-    """Bytes of memory a run may use: physical memory, or the cgroup limit if lower."""
+    """Bytes of memory a run may use: physical memory, or the cgroup limit if lower
+    (read once per process: every size check asks)."""
     try:
         total = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (AttributeError, ValueError, OSError):  # pragma: no cover - not POSIX
@@ -57,3 +60,36 @@ def check_fits(name: str, value, bytes_per_unit: float, fixed_bytes: float = 0.0
     for_what = f" ({what})" if what else ""
     raise ValueError(f"{name}={shown} needs {format_bytes(need)} of memory{for_what}, more than this machine's "
                      f"{format_bytes(limit)}: at most {most:,} fit")
+
+
+def check_file_size(path, limit: int, what: str) -> int:
+    """The size of regular file `path`; ValueError naming it if it is not a regular file
+    (a directory, a device such as /dev/zero, a pipe) or holds more than `limit` bytes."""
+    import stat
+
+    p = os.fspath(path)
+    try:
+        st = os.stat(p)
+    except OSError as exc:
+        raise ValueError(f"{what} {p!r}: {exc.strerror or type(exc).__name__}") from None
+    if not stat.S_ISREG(st.st_mode):
+        kind = "a directory" if stat.S_ISDIR(st.st_mode) else "not a regular file"
+        raise ValueError(f"{what} {p!r} is {kind}")
+    if st.st_size > limit:
+        raise ValueError(f"{what} {p!r} holds {format_bytes(st.st_size)}, more than the limit of "
+                         f"{format_bytes(limit)}")
+    return int(st.st_size)
+
+
+def read_bounded(path, limit: int, what: str) -> bytes:
+    """The bytes of `path`, refusing (ValueError naming it) one that holds more than
+    `limit`: reads at most `limit` + 1 bytes, so /dev/zero or an endless pipe ends at once."""
+    p = os.fspath(path)
+    try:
+        with open(p, "rb") as f:
+            data = f.read(limit + 1)
+    except OSError as exc:
+        raise ValueError(f"cannot read {what} {p!r}: {exc.strerror or type(exc).__name__}") from None
+    if len(data) > limit:
+        raise ValueError(f"{what} {p!r} holds more than the limit of {format_bytes(limit)}")
+    return data

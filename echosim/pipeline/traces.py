@@ -25,6 +25,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from echosim.pipeline import service_times
+from echosim.pipeline.sizes import check_file_size
 from echosim.pipeline.service_times import (
     Deterministic,
     Exponential,
@@ -42,6 +43,8 @@ __all__ = ["Trace", "Fit", "fit_service_times", "FITTED"]
 _TRACE_REPR_MAX = 8
 _TRACE_MODES = ("cycle", "resample")
 _TRACE_COLUMNS = ("time", "seconds")
+MAX_TRACE_BYTES = 256 << 20
+"""Bytes of a trace file (about 25 million times as text)."""
 
 
 def _check_times(owner: str, times: Any) -> np.ndarray:
@@ -117,9 +120,14 @@ class Trace(ServiceTime):
         times = _check_times("Trace", self.times)
         if self.mode not in _TRACE_MODES:
             raise ValueError(f"Trace.mode must be one of {_TRACE_MODES}, got {self.mode!r}")
+        with np.errstate(over="ignore", invalid="ignore"):
+            mean, var = float(times.mean()), float(times.var())
+        if not (math.isfinite(mean) and math.isfinite(var)):
+            raise ValueError(f"Trace.times: times up to {times.max():.3g} overflow their mean or variance; "
+                             "express them in a larger unit (scale=...)")
         object.__setattr__(self, "times", times)
-        object.__setattr__(self, "_mean", float(times.mean()))
-        object.__setattr__(self, "_variance", float(times.var()))
+        object.__setattr__(self, "_mean", mean)
+        object.__setattr__(self, "_variance", var)
         digest = hashlib.blake2b(times.tobytes(), digest_size=4).hexdigest()
         object.__setattr__(self, "_digest", digest)
 
@@ -196,8 +204,9 @@ class Trace(ServiceTime):
             raise ValueError(f"Trace.column must be a column name (str), got {column!r}")
         scale = _positive("Trace", "scale", scale)
         p = Path(path)
-        if not p.is_file():
+        if not p.exists():
             raise ValueError(f"Trace.path: file {str(path)!r} does not exist")
+        check_file_size(p, MAX_TRACE_BYTES, "Trace.path: file")  # not a directory, device or pipe
         suffix = p.suffix.lower()
         if suffix == ".npy":
             times = _read_npy(p, column)

@@ -420,6 +420,7 @@ def plan(loader=None, step_time=None, *, batch_size, problem=None, steps_to_targ
         if max(echoes, default=1) > 4096:
             raise ValueError(f"echo: expected K <= 4096, got {max(echoes)}")
     seeds = _int_arg(seeds, "seeds", 1, 100)
+    seed = _int_arg(seed, "seed", 0, 2 ** 63 - 1)
     if isinstance(target, bool) or not (isinstance(target, numbers.Real) and math.isfinite(target) and target > 0):
         raise ValueError(f"target: expected a relative tolerance > 0 (loss <= (1 + target) F*), got {target!r}")
     processes = _int_arg(processes, "processes", 1, 256)

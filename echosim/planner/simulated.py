@@ -97,7 +97,7 @@ def tuned_batches(problem, batch_sizes, echoes, *, repetitions: int = 2, rtol: f
     from echosim.experiments.config import parse_config
 
     probe = parse_config({"problem": pconf, "optimizer": {"lr": 1.0, "batch_size": 1},
-                          "sweep": {"n_batches": 1}}, source="<plan>")
+                          "sweep": {"n_batches": 1, "window": 1}}, source="<plan>")
     problem_obj = build_problem(probe.runs[0].problem)
     lr = lr_grid_for(problem_obj, lr_decades, per_decade)
     settings = {"name": "plan-response", "seed": seed, "repetitions": repetitions, "rtol": rtol,
@@ -148,7 +148,7 @@ def _probe(pconf: dict):
     from echosim.experiments.specs import build_problem
 
     conf = parse_config({"problem": pconf, "optimizer": {"lr": 1.0, "batch_size": 1},
-                         "sweep": {"n_batches": 1}}, source="<plan>")
+                         "sweep": {"n_batches": 1, "window": 1}}, source="<plan>")
     return build_problem(conf.runs[0].problem)
 
 

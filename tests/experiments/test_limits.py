@@ -53,7 +53,10 @@ def test_a_config_that_cannot_fit_is_refused_in_one_line_naming_the_key_and_the_
     assert key in msg and limit in msg
 
 
-def test_a_huge_greedy_max_echo_is_harmless_and_accepted():
+def test_a_huge_greedy_max_echo_is_harmless_and_accepted_with_one_warning():
     """max_echo bounds K_t; the steps a run takes come from the loader's speed (about R per batch)."""
-    conf = parse_config(cfg({"policy": "greedy", "max_echo": HUGE}))
-    assert len(conf.runs) == 1
+    from echosim.experiments.schema import ConfigWarning
+
+    with pytest.warns(ConfigWarning, match="pipeline.max_echo: .* acts as no cap") as seen:
+        conf = parse_config(cfg({"policy": "greedy", "max_echo": HUGE}))
+    assert len(conf.runs) == 1 and len(seen) == 1

@@ -179,3 +179,144 @@ def test_load_reads_only_run_ids_the_store_wrote(tmp_path, conf, payloads, run_i
     (d / "manifest.json").write_text(json.dumps({"run_ids": run_ids, "complete": False}))
     with pytest.raises(ValueError, match=r"manifest.json: run_ids must be 16 hex digits"):
         results.load(d)
+
+
+# --------------------------------------------------------------------------- faults
+
+
+def _pack_of(tmp_path, payloads, ids=None):
+    store = results.Store(tmp_path)
+    for rid, p in payloads.items():
+        if ids is None or rid in ids:
+            store.add(p)
+    store.flush()
+    (pack,) = (tmp_path / "packs").glob("*.parquet")
+    return pack
+
+
+def _scribble(path, offset, n=64):
+    """Overwrite n bytes at `offset` with a fixed garbage pattern (the file keeps its size)."""
+    data = bytearray(path.read_bytes())
+    data[offset:offset + n] = bytes((37 * i + 11) % 256 for i in range(n))
+    path.write_bytes(bytes(data))
+
+
+def _column_chunks(path):
+    import pyarrow.parquet as pq
+
+    meta = pq.ParquetFile(path).metadata
+    for g in range(meta.num_row_groups):
+        for c in range(meta.num_columns):
+            col = meta.row_group(g).column(c)
+            start = col.dictionary_page_offset or col.data_page_offset
+            yield g, col.path_in_schema, start, col.total_compressed_size
+
+
+@pytest.mark.parametrize("column", ["run_id", *results.CURVE_COLUMNS])
+def test_garbage_in_any_column_with_the_footer_intact_quarantines_the_pack(tmp_path, payloads, column):
+    pack = _pack_of(tmp_path, payloads)
+    size = pack.stat().st_size
+    (start, length), = [(s, n) for _, name, s, n in _column_chunks(pack) if name == column]
+    _scribble(pack, start + length // 2, n=min(64, length // 2))
+    assert pack.stat().st_size == size  # the footer (and the summaries in it) still reads
+    store = results.Store(tmp_path)
+    assert store.finished() == set(payloads)  # the index comes from the footer alone
+    assert store.read(list(payloads)) == {}  # nothing wrong is ever handed out
+    assert store.lost == set(payloads) and store.finished() == set()
+    assert [p.name for p in store.quarantined] == [pack.name] and not pack.exists()
+    assert results.Store(tmp_path).finished() == set()  # so the next sweep computes them again
+
+
+def test_garbage_in_a_later_row_group_is_caught_too_and_other_copies_are_used(tmp_path, payloads):
+    import pyarrow.parquet as pq
+
+    ids = list(payloads)
+    good = _pack_of(tmp_path / "a", payloads)
+    table = pq.read_table(good)
+    bad = tmp_path / "store" / "packs" / "0000000000000000-all.parquet"  # sorts first: the index's choice
+    bad.parent.mkdir(parents=True)
+    pq.write_table(table, bad, row_group_size=max(1, table.num_rows // 3), compression="zstd",
+                   write_page_checksum=True)
+    groups = sorted({g for g, *_ in _column_chunks(bad)})
+    assert len(groups) >= 3
+    _, _, start, length = [c for c in _column_chunks(bad) if c[0] == groups[-1] and c[1] == "risk"][0]
+    _scribble(bad, start + length // 2)
+    copy = bad.with_name(ids[0] + "-1.parquet")  # a second pack that holds one of the runs
+    sub = table.filter(pc_equal(table, ids[0]))
+    pq.write_table(sub.replace_schema_metadata({results._META_KEY: json.dumps(
+        {ids[0]: json.loads(table.schema.metadata[results._META_KEY])[ids[0]]}).encode()}), copy,
+        write_page_checksum=True)
+    store = results.Store(tmp_path / "store")
+    got = store.read(ids)
+    assert set(got) == {ids[0]} and store.lost == set(ids[1:])  # the copy serves its run, the rest are lost
+    np.testing.assert_array_equal(got[ids[0]][1]["risk"], payloads[ids[0]]["curves"]["risk"])
+
+
+def pc_equal(table, rid):
+    import pyarrow.compute as pc
+
+    return pc.equal(table.column("run_id"), rid)
+
+
+def test_store_writes_never_follow_a_link_planted_in_the_store(tmp_path, conf, payloads):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    victim = outside / "victim.txt"
+    victim.write_text("precious")
+    root = tmp_path / "store"
+    (root / "failed").mkdir(parents=True)
+    spec = conf.runs[0]
+    # a link where a failure record goes: replaced by the record, never written through
+    (root / "failed" / f"{spec.run_id}.json").symlink_to(victim)
+    store = results.Store(root)
+    store.add({"summary": dict(spec.params(), status="failed", error="RuntimeError: x"), "curves": None})
+    assert victim.read_text() == "precious" and not (root / "failed" / f"{spec.run_id}.json").is_symlink()
+    # a link where a pack goes: the same
+    first = next(iter(payloads))
+    (root / "packs").mkdir()
+    (root / "packs" / f"{first}-{len(payloads)}.parquet").symlink_to(victim)
+    for p in payloads.values():
+        store.add(p)
+    store.flush()
+    assert victim.read_text() == "precious"
+    assert results.Store(root).finished() == set(payloads)
+    # packs/ itself a link out of the store: refused, nothing written there
+    elsewhere = tmp_path / "store2"
+    elsewhere.mkdir()
+    (elsewhere / "packs").symlink_to(outside, target_is_directory=True)
+    s2 = results.Store(elsewhere)
+    s2.add(payloads[first])
+    with pytest.raises(results.StoreError, match="symbolic link"):
+        s2.flush()
+    assert sorted(p.name for p in outside.iterdir()) == ["victim.txt"]
+
+
+def test_temp_files_are_created_exclusively_under_random_names(tmp_path, monkeypatch):
+    target = tmp_path / "packs" / "0123456789abcdef-1.parquet"
+    names = set()
+    for _ in range(3):
+        with results._atomic_file(target) as f:
+            names |= {p.name for p in target.parent.glob(".*.tmp")}
+            f.write(b"x")
+    assert len(names) == 3 and all(str(os.getpid()) in n for n in names)  # random, and the writer's pid
+    assert {results._temp_pid(n) for n in names} == {os.getpid()}
+    # a link planted at the temp name (were it guessed) makes the write fail, never follow it
+    victim = tmp_path / "victim"
+    victim.write_text("precious")
+    monkeypatch.setattr(results.secrets, "token_hex", lambda n: "guessed")
+    (target.parent / results._temp_name(target.name)).symlink_to(victim)
+    with pytest.raises(FileExistsError):
+        with results._atomic_file(target) as f:
+            f.write(b"overwritten")
+    assert victim.read_text() == "precious" and target.read_bytes() == b"x"
+
+
+def test_an_os_error_inside_a_write_names_the_file(tmp_path):
+    import errno
+
+    target = tmp_path / "packs" / "pack.parquet"
+    with pytest.raises(OSError) as info:
+        with results._atomic_file(target):
+            raise OSError(errno.ENOSPC, "No space left on device")  # as f.write raises it: no file name
+    assert info.value.filename == str(target) and info.value.errno == errno.ENOSPC
+    assert not list(target.parent.glob(".*.tmp"))

@@ -17,7 +17,7 @@ from echosim.experiments import store as results
 from echosim.experiments import assemble
 from echosim.experiments.config import load_config, parse_config
 from echosim.training.runner import run_many
-from echosim.experiments.executors import Progress
+from echosim.experiments.progress import Progress
 from echosim.experiments.sweep import estimate, run_sweep
 from echosim.experiments.assemble import execute_run
 
@@ -114,6 +114,68 @@ def test_a_corrupt_pack_is_quarantined_and_its_runs_recomputed(serial, tiny_conf
     assert again.n_new == len(tiny_conf.runs)
     assert "unreadable pack" in err.getvalue() and len(list((private_run_store / "quarantine").iterdir())) == 1
     frames_equal(again.summary, serial.summary)
+
+
+def test_garbage_in_the_middle_of_a_pack_is_quarantined_and_its_runs_recomputed(serial, tiny_conf, tmp_path,
+                                                                                 private_run_store):
+    import pyarrow.parquet as pq
+
+    run_sweep(tiny_conf, out=tmp_path / "a", workers=1, progress=False)
+    (pack,) = (private_run_store / "packs").glob("*.parquet")
+    risk = [c for c in (pq.ParquetFile(pack).metadata.row_group(0).column(i) for i in range(8))
+            if c.path_in_schema == "risk"][0]
+    data = bytearray(pack.read_bytes())
+    mid = risk.data_page_offset + risk.total_compressed_size // 2
+    data[mid:mid + 64] = bytes(range(64))  # the footer stays intact: the pack still lists its runs
+    pack.write_bytes(bytes(data))
+    err = io.StringIO()
+    again = run_sweep(tiny_conf, out=tmp_path / "b", workers=1, stream=err)
+    assert again.n_new == len(tiny_conf.runs) and "unreadable pack" in err.getvalue()
+    frames_equal(again.summary, serial.summary)  # recomputed exactly, nothing read from the garbage
+    assert len(list((private_run_store / "quarantine").iterdir())) == 1
+
+
+def test_the_report_says_what_ran_dask_is_not_named_when_nothing_was_computed(tiny_conf, tmp_path):
+    first = run_sweep(tiny_conf, out=tmp_path, workers=1, progress=False)
+    assert first.n_new == len(tiny_conf.runs) and first.scheduler is None
+    again = run_sweep(tiny_conf, out=tmp_path, workers=1, progress=False, scheduler="tcp://127.0.0.1:1")
+    assert again.n_new == 0 and again.scheduler is None  # every run was stored: no cluster was contacted
+
+
+def test_a_scheduler_that_does_not_answer_is_one_error_not_a_wait(tiny_conf, tmp_path):
+    import socket
+
+    pytest.importorskip("distributed")
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(ValueError, match=f"cannot connect to the Dask scheduler at 'tcp://127.0.0.1:{port}'"):
+        run_sweep(tiny_conf, out=tmp_path, workers=1, progress=False, scheduler=f"127.0.0.1:{port}",
+                  store_dir=tmp_path / "empty-store")
+
+
+@pytest.mark.parametrize("address", ["not-an-address", "tcp://host", "tcp://:8786", "tcp://h:99999", "",
+                                     "http://h:1", "tcp://h:port"])
+def test_a_malformed_scheduler_address_is_refused_before_any_work(tiny_conf, tmp_path, address):
+    from echosim.experiments.executors import check_scheduler
+
+    with pytest.raises(ValueError, match="scheduler"):
+        check_scheduler(address)
+    with pytest.raises(ValueError, match="scheduler"):
+        run_sweep(tiny_conf, out=tmp_path, workers=1, progress=False, scheduler=address)
+    assert not (tmp_path / "manifest.json").exists()
+    assert check_scheduler("127.0.0.1:8786") == "tcp://127.0.0.1:8786" == check_scheduler("tcp://127.0.0.1:8786")
+
+
+def test_a_link_planted_as_the_lock_file_is_refused_never_truncated(tiny_conf, tmp_path):
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / ".lock").symlink_to(victim)
+    with pytest.raises(ValueError, match="symbolic link"):
+        run_sweep(tiny_conf, out=out, workers=1, progress=False)
+    assert victim.read_text() == "precious"
 
 
 def test_a_second_sweep_on_the_same_directory_is_told_it_is_busy(tiny_conf, tmp_path):
@@ -304,6 +366,32 @@ def test_progress_is_a_bar_on_a_terminal_and_lines_otherwise():
         bar.update()
     lines = plain.getvalue().splitlines()
     assert [line.split("|")[2].split()[0] for line in lines] == ["1/4", "2/4", "3/4", "4/4"]
+
+
+def test_progress_can_be_silenced_and_ends_its_line_on_an_interrupt():
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    quiet = Tty()
+    with Progress(5, stream=quiet, enabled=False) as bar:
+        bar.update(5)
+    assert quiet.getvalue() == ""
+    tty = Tty()
+    with pytest.raises(KeyboardInterrupt):
+        with Progress(5, stream=tty, desc="plan", unit="sweep") as bar:
+            bar.update(2)
+            raise KeyboardInterrupt
+    assert tty.getvalue().endswith("\n") and "plan  40%" in tty.getvalue() and "2/5" in tty.getvalue()
+
+
+def test_a_sweep_shows_progress_lines_through_the_api_and_none_when_silenced(tiny_conf, tmp_path):
+    log = io.StringIO()
+    run_sweep(tiny_conf, out=tmp_path / "a", workers=1, stream=log)
+    assert f" {len(tiny_conf.runs)}/{len(tiny_conf.runs)} " in log.getvalue()
+    log = io.StringIO()
+    run_sweep(tiny_conf, out=tmp_path / "b", workers=1, stream=log, progress=False, store_dir=tmp_path / "s")
+    assert log.getvalue() == ""
 
 
 def test_estimate_calibrates_a_cost_model(tiny_conf, tmp_path):
