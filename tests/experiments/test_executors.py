@@ -27,7 +27,7 @@ def test_the_warm_up_compiles_the_parts_the_configs_runs_use(tmp_path):
     assert executors._kernel_parts(load_config(None)) == default == executors._kernel_parts(None)
     mixed = parse_config({"problem": {"kind": "logistic", "dim": 3}, "optimizer": {
         "method": ["echoed_adam", "echoed_heavy_ball", "echoed_adam"], "lr": 0.1, "batch_size": 4, "echo": 2},
-        "sweep": {"n_batches": 5}})
+        "sweep": {"n_batches": 5, "window": 1}})
     assert executors._kernel_parts(mixed)[1] == ["echoed_adam:logistic:wide", "echoed_heavy_ball:logistic:wide",
                                                  "draws"]  # one kernel per method and loss, each once
 

@@ -61,7 +61,7 @@ def test_sweep_configs_build_heavy_ball_and_adam_with_their_defaults_and_refuse_
     from echosim.experiments.schema import ConfigError
     from echosim.experiments.specs import build_optimizer
 
-    base = {"problem": {"kind": "logistic", "dim": 3}, "sweep": {"n_batches": 5}}
+    base = {"problem": {"kind": "logistic", "dim": 3}, "sweep": {"n_batches": 5, "window": 1}}
     conf = parse_config({**base, "optimizer": {"method": ["echoed_heavy_ball", "echoed_adam"], "lr": 0.1,
                                                "batch_size": 4, "echo": 2}})
     opts = [build_optimizer(r.optimizer) for r in conf.runs]
