@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from echosim.pipeline.model import POLICIES
+from echosim.training.losses import LOSSES
 from echosim.training.methods import HYPER_FIELDS, METHODS
 from echosim.training.problems import PROBLEMS
 
@@ -219,7 +220,8 @@ FIELDS: dict[str, dict[str, Field]] = {
         "path": Field("str", applies=("dataset",), doc="a data file (.csv[.gz], .npz, .svm/.svmlight/.libsvm)"),
         "format": Field("choice", choices=("csv", "npz", "svmlight"), applies=("dataset",),
                         doc="file format (default: from the suffix)"),
-        "loss": Field("choice", "logistic", choices=("logistic", "squared", "softmax"), applies=("dataset",)),
+        "loss": Field("choice", "logistic", choices=tuple(LOSSES), applies=("dataset",),
+                      doc="the loss (echosim.training.losses.LOSSES)"),
         "l2": Field("float", lo=0, applies=("dataset",), doc="L2 weight (default: 0, or 1e-4 if separable)"),
         "standardize": Field("standardize", True, applies=("dataset",), doc="true/'zscore', 'minmax' or false"),
         "task": Field("str", applies=("dataset",), doc="labels → ±1, e.g. '2-vs-rest', 'even-odd'"),
