@@ -2,8 +2,9 @@
 
 Least squares, d=100, B=256, K=8, T=2000 by default, data pre-generated, one core:
 
-- kernel   ``echosim.training.kernel.echo_chunk`` over all T batches in one call
-           (method GD, squared loss, logging once at the end);
+- kernel   the optimizer kernel, ``echosim.training.kernel.kernel_for(GD, SQUARED,
+           wide=False)`` (what ``run`` uses), over all T batches in one call, one
+           iterate, logging once at the end;
 - numpy    the same loop in plain NumPy: for each batch, K times
            ``r = X@w − y; g = Xᵀr / B; w −= η g; avg_sum += w`` (BLAS, one thread);
 - floor    a @njit read-only pass over each batch's (X, y) K times (a sum of every
@@ -14,9 +15,8 @@ Each variant is timed ``--repeats`` times, interleaved so that drift on this sha
 machine hits all alike. The table gives the median and IQR of the thread's CPU time
 per step (``time.thread_time_ns``: time spent descheduled by other users' jobs does
 not count), and the median wall-clock time beside it. Compile time is measured
-separately, on a first call with a tiny slice of the data. ``--kernel FILE`` times
-the ``echo_chunk`` of another copy of ``optim.py`` (e.g. ``git show
-HEAD:echosim/_kernels/optim.py > /tmp/optim_old.py``) for a before/after comparison.
+separately, on a first call with a tiny slice of the data. For a before/after
+comparison with another checkout, use ``benchmarks/bench_runs.py --base PATH --only kernel``.
 
 Run: ``python benchmarks/bench_kernels.py`` (``--help`` for sizes). Not run by pytest.
 """
@@ -51,9 +51,6 @@ def parse_args(argv=None):
                    help="use Numba's on-disk cache (default: a fresh temporary cache, so the "
                         "compile time reported is a real compile)")
     p.add_argument("--pin", type=int, metavar="CPU", default=None, help="pin the process to this CPU")
-    p.add_argument("--kernel", metavar="FILE", default=None,
-                   help="time echo_chunk from this copy of echosim/_kernels/optim.py instead "
-                        "(always compiled afresh)")
     args = p.parse_args(argv)
     for name in ("dim", "batch_size", "echo", "batches"):
         if getattr(args, name) < 1:
@@ -62,8 +59,6 @@ def parse_args(argv=None):
         p.error("--repeats must be >= 7")
     if args.pin is not None and args.pin not in os.sched_getaffinity(0):
         p.error(f"--pin must be one of the CPUs {sorted(os.sched_getaffinity(0))}")
-    if args.kernel is not None and not os.path.isfile(args.kernel):
-        p.error(f"--kernel must be an existing file, got {args.kernel!r}")
     return args
 
 
@@ -73,8 +68,7 @@ def one_core_environment(args):
         os.environ[name] = "1"
     if args.pin is not None:
         os.sched_setaffinity(0, {args.pin})
-    if not args.numba_cache or args.kernel is not None:
-        # A kernel loaded from a file (--kernel) cannot be reloaded from Numba's cache.
+    if not args.numba_cache:
         cache_dir = tempfile.mkdtemp(prefix="echosim-bench-numba-")
         os.environ["NUMBA_CACHE_DIR"] = cache_dir
         return cache_dir
@@ -178,8 +172,8 @@ def numpy_loop(X, Y, K, lr, w, avg_sum, end_sum):
 class Variants:
     """The three timed callables for one dtype, sharing the pre-generated data."""
 
-    def __init__(self, np, codes, echo_chunk, read_floor, X, Y, K, lr):
-        self.np, self.codes, self.echo_chunk, self.read_floor = np, codes, echo_chunk, read_floor
+    def __init__(self, np, echo_chunk, read_floor, X, Y, K, lr):
+        self.np, self.echo_chunk, self.read_floor = np, echo_chunk, read_floor
         self.X, self.Y, self.K, self.lr = X, Y, K, lr
         self.X_flat = X.reshape(X.shape[0], -1)
         self.zero = X.dtype.type(0)
@@ -187,17 +181,17 @@ class Variants:
     def kernel(self, n=None):
         np, X, Y = self.np, self.X[:n], self.Y[:n]
         T, _, d = X.shape
-        w, w_prev = np.zeros(d, dtype=X.dtype), np.zeros(d, dtype=X.dtype)
-        avg_sum, end_sum, counters = np.zeros(d), np.zeros(d), np.zeros(2, dtype=np.int64)
-        log_at = np.array([T - 1], dtype=np.int64)
-        log_w, log_avg, log_end = np.empty((1, d), dtype=X.dtype), np.empty((1, d)), np.empty((1, d))
-        status = self.echo_chunk(
-            X, Y, np.full(T, self.K, dtype=np.int64), np.full(T, self.lr), np.zeros((0, 0), dtype=np.int64),
-            self.codes.METHOD_GD, self.codes.LOSS_SQUARED, 0.0, -1.0, 0.0,
-            w, w_prev, avg_sum, end_sum, counters, log_at, False, log_w, log_avg, log_end)
-        if status != -1:
-            raise RuntimeError(f"the kernel diverged at batch {status}: lower --lr")
-        return log_w[0]
+        W = np.zeros((1, d), dtype=X.dtype)
+        avg_sum, end_sum, counters = np.zeros((1, d)), np.zeros((1, d)), np.zeros(2, dtype=np.int64)
+        diverged, log_at = np.full(1, -1, dtype=np.int64), np.array([T - 1], dtype=np.int64)
+        log_w, log_avg, log_end = np.empty((1, 1, d), dtype=X.dtype), np.empty((1, 1, d)), np.empty((1, 1, d))
+        alive = self.echo_chunk(
+            X, Y, np.full(T, self.K, dtype=np.int64), np.full((T, 1), self.lr), np.zeros((0, 0), dtype=np.int64),
+            np.zeros(0), 0.0, W, np.zeros((0, 1, d), dtype=X.dtype), avg_sum, end_sum, counters, diverged,
+            log_at, False, log_w, log_avg, log_end, np.zeros((0, 1)))
+        if alive != 1:
+            raise RuntimeError(f"the kernel diverged at batch {diverged[0]}: lower --lr")
+        return log_w[0, 0]
 
     def numpy(self, n=None):
         np, X = self.np, self.X[:n]
@@ -208,18 +202,12 @@ class Variants:
         return self.read_floor(self.X_flat[:n], self.Y[:n], self.K, self.zero)
 
 
-def load_kernel(path):
-    """echo_chunk from echosim, or from another copy of optim.py (before/after runs)."""
-    if path is None:
-        from echosim.training.kernel import echo_chunk
+def load_kernel():
+    """The kernel `run` uses for echoed GD on least squares (one iterate, full batches)."""
+    from echosim.training import losses, methods
+    from echosim.training.kernel import kernel_for
 
-        return echo_chunk, "echosim.training.kernel"
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("bench_kernel_under_test", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.echo_chunk, os.path.abspath(path)
+    return kernel_for(methods.GD, losses.SQUARED, False), "echosim.training.kernel.kernel_for(GD, SQUARED, wide=False)"
 
 
 def time_variants(v, names, repeats, steps):
@@ -253,20 +241,19 @@ def bench(args):
     from numba import njit
 
     from echosim import LeastSquares
-    from echosim.training import codes
 
-    echo_chunk, kernel_source = load_kernel(args.kernel)
+    echo_chunk, kernel_source = load_kernel()
     read_floor = make_floor(njit)
     problem = LeastSquares(args.dim)
     steps = args.batches * args.echo
     names = ("kernel", "numpy", "floor")
-    labels = {"kernel": "echo_chunk (Numba)", "numpy": "NumPy loop", "floor": "read floor"}
+    labels = {"kernel": "kernel (Numba)", "numpy": "NumPy loop", "floor": "read floor"}
     rows, compile_lines, checks = [], [], []
     for dtype in args.dtypes:
         t0 = time.perf_counter()
         X, Y = problem.batches(args.seed, 0, args.batches, args.batch_size, np.dtype(dtype))
         gen_s = time.perf_counter() - t0
-        v = Variants(np, codes, echo_chunk, read_floor, X, Y, args.echo, args.lr)
+        v = Variants(np, echo_chunk, read_floor, X, Y, args.echo, args.lr)
 
         # First calls on one batch: compile (or cache load) + a negligible run.
         first = {}
@@ -276,7 +263,7 @@ def bench(args):
             getattr(v, name)(1)
             first[name] = time.perf_counter() - t0
         how = "Numba cache load" if sum(echo_chunk.stats.cache_hits.values()) > hits_before else "compile"
-        compile_lines.append(f"- {dtype}: first call of echo_chunk ({how}) {first['kernel']:.2f} s, "
+        compile_lines.append(f"- {dtype}: first call of the kernel ({how}) {first['kernel']:.2f} s, "
                              f"of the floor (compile) {first['floor']:.2f} s; data generation "
                              f"{gen_s:.1f} s ({X.nbytes / 2**20:.0f} MiB)")
 
@@ -304,7 +291,7 @@ def bench(args):
 
     print("## Echoed-GD kernel: ns per echo step\n")
     print("\n".join(machine_report(np, numba, args)))
-    print(f"- kernel: echo_chunk from {kernel_source}")
+    print(f"- kernel: {kernel_source}")
     print()
     print("| variant | dtype | ns/step (median CPU) | IQR | wall median | ratio to floor | NumPy/kernel |")
     print("| --- | --- | ---: | ---: | ---: | ---: | ---: |")

@@ -12,15 +12,19 @@ from echosim._version import __version__
 _EXPORTS = {
     "run": "echosim.training.runner",
     "run_many": "echosim.training.runner",
+    "start": "echosim.training.runner",
+    "start_many": "echosim.training.runner",
     "Trajectory": "echosim.training.runner",
     "LeastSquares": "echosim.training.problems",
     "Logistic": "echosim.training.problems",
     "Dataset": "echosim.training.problems",
-    "MinibatchSGD": "echosim.training.optimizers",
-    "EchoedGD": "echosim.training.optimizers",
-    "EchoedSGD": "echosim.training.optimizers",
-    "EchoedNesterov": "echosim.training.optimizers",
-    "EchoedProx": "echosim.training.optimizers",
+    "MinibatchSGD": "echosim.training.methods",
+    "EchoedGD": "echosim.training.methods",
+    "EchoedSGD": "echosim.training.methods",
+    "EchoedNesterov": "echosim.training.methods",
+    "EchoedProx": "echosim.training.methods",
+    "EchoedHeavyBall": "echosim.training.methods",
+    "EchoedAdam": "echosim.training.methods",
     "ServiceTime": "echosim.pipeline.service_times",
     "Deterministic": "echosim.pipeline.service_times",
     "Exponential": "echosim.pipeline.service_times",
@@ -50,7 +54,7 @@ _EXPORTS = {
     "Records": "echosim.planner.records",
     "load_records": "echosim.planner.records",
 }
-_MODULES = {"datasets": "echosim.training.datasets"}  # public submodule shortcuts
+_MODULES = {"datasets": "echosim.data.datasets"}  # public submodule shortcuts
 
 __all__ = ["__version__", *_EXPORTS, *_MODULES]
 

@@ -17,7 +17,7 @@ MOVED = {
     "echosim.arrivals": ("echosim.pipeline.service_times", "echosim.pipeline.traces", "echosim.pipeline.service_times"),
     "echosim.profiling": ("echosim.pipeline.profiling", "echosim.pipeline.traces"),
     "echosim.problems": ("echosim.training.problems",),
-    "echosim.optimizers": ("echosim.training.optimizers",),
+    "echosim.optimizers": ("echosim.training.methods",),
     "echosim.experiment": ("echosim.training.runner",),
     "echosim.config": ("echosim.experiments.config", "echosim.experiments.schema", "echosim.experiments.specs"),
     "echosim.sweep": ("echosim.experiments.sweep", "echosim.experiments.assemble", "echosim.experiments.executors",
@@ -26,7 +26,7 @@ MOVED = {
     "echosim.metrics": ("echosim.experiments.analysis",),
     "echosim.figures": ("echosim.plots.figures",),
 }
-PUBLIC = {"echosim.datasets": "echosim.training.datasets"}  # a supported shortcut, no warning
+PUBLIC = {"echosim.datasets": "echosim.data.datasets"}  # a supported shortcut, no warning
 
 
 class _Forward(types.ModuleType):

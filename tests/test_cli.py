@@ -10,7 +10,8 @@ import textwrap
 import pytest
 
 import theory
-from echosim.cli import main
+from echosim.cli import build_parser, main
+from echosim.cli import runs as cli_runs
 
 TINY = textwrap.dedent("""
     [problem]
@@ -94,6 +95,31 @@ def test_dry_run_prints_the_number_of_runs_and_an_estimate(tiny, tmp_path, capsy
     assert not (tmp_path / "x").exists()  # a dry run writes nothing
 
 
+@pytest.mark.parametrize("method", ["echoed_heavy_ball", "echoed_adam"])
+def test_run_takes_the_methods_users_train_with(method, capsys):
+    rc = main(["run", "--method", method, "--n-batches", "40", "--batch-size", "16", "--echo", "2", "--lr", "0.05",
+               "--verbose"])
+    out = capsys.readouterr().out
+    assert rc == 0 and f"optimizer.method: {method}" in out and "status: ok" in out
+
+
+def test_run_passes_its_numbers_to_the_config_as_numbers(monkeypatch, capsys):
+    """--echo 4 reaches the config as the number 4, checked once by the echo policy's owner
+    (check_echo), not as the text "optimizer.echo=4" parsed again."""
+    from echosim.experiments import config as cfg
+    from echosim.pipeline import model
+
+    parsed, checked = [], []
+    real_parse, real_check = cfg._parse_override, cfg.check_echo
+    monkeypatch.setattr(cfg, "_parse_override", lambda item: parsed.append(item) or real_parse(item))
+    monkeypatch.setattr(cfg, "check_echo", lambda *a, **k: checked.append(a) or real_check(*a, **k))
+    conf = cli_runs._single_run_config(build_parser().parse_args(["run", "--echo", "4", "--lr", "0.5",
+                                                                  "--set", "sweep.repetitions=1"]))
+    assert parsed == ["sweep.repetitions=1"]
+    assert checked == [(4, "--echo (optimizer.echo)")] and conf.runs[0].echo == 4
+    assert model.check_echo is real_check  # the one owner
+
+
 def test_run_prints_one_summary(capsys):
     rc = main(["run", "--n-batches", "40", "--batch-size", "16", "--echo", "2", "--lr", "3"])
     out = capsys.readouterr().out
@@ -119,7 +145,7 @@ def test_run_compiles_what_it_uses_on_every_core_before_it_runs(monkeypatch, cap
     real = assemble.execute_run
     monkeypatch.setattr(assemble, "execute_run", lambda spec: calls.append(("run",)) or real(spec))
     assert main(["run", "--n-batches", "20"]) == 0
-    assert calls == [("warm", ["many", "draws", "pipeline"], executors.default_workers()), ("run",)]
+    assert calls == [("warm", ["echoed_gd:logistic:wide", "draws", "pipeline"], executors.default_workers()), ("run",)]
 
 
 def test_plot_writes_png_and_pdf(swept, tmp_path, capsys):
@@ -190,7 +216,12 @@ BAD = [
     (["sweep", "{tiny}", "--workers", "0"], ["--workers"]),
     (["sweep", "{tiny}", "--bogus"], ["--bogus"]),
     (["run", "{tiny}"], ["12 runs", "--set"]),
-    (["run", "--echo", "0.5"], ["--echo"]),
+    (["run", "--echo", "0.5"], ["--echo", "optimizer.echo", ">= 1"]),
+    (["run", "--echo", "many"], ["--echo", "a number"]),
+    (["run", "--method", "echoed_lion"], ["--method", "echoed_adam"]),
+    (["run", "--method", "echoed_adam", "--set", "optimizer.lr=\"theory\""], ["theory", "no bound"]),
+    (["sweep", "{tiny}", "--set", "optimizer.method=\"echoed_heavy_ball\"", "--set", "optimizer.momentum=\"nesterov\""],
+     ["momentum", "[0, 1)"]),
     (["plot", "/nonexistent/results"], ["not a directory"]),
     (["bounds", "nope"], ["nope", "allowed"]),
     (["bounds", "echoed_gd_bound", "--beta", "1"], ["missing", "--rho"]),

@@ -19,7 +19,7 @@ def test_import_echosim_loads_neither_numba_nor_matplotlib():
 
 
 @pytest.mark.parametrize("module", ["echosim.training.problems", "echosim.pipeline.service_times", "echosim.pipeline",
-                                    "echosim.training.optimizers", "echosim.training.runner"])
+                                    "echosim.training.methods", "echosim.training.losses", "echosim.training.runner"])
 def test_pure_layers_do_not_import_drivers(module):
     loaded = modules_after(f"import {module}")
     for driver in ("matplotlib", "pandas", "pyarrow", "echosim.experiments.sweep", "echosim.plots", "echosim.cli"):

@@ -16,12 +16,13 @@ from echosim.cli.args import (
     _Formatter,
     _nonneg_float,
     _nonneg_int,
+    _number,
     _Parser,
     _path,
-    _positive_float,
     _positive_int,
 )
 from echosim.cli.bounds import _cmd_bounds, _cmd_info
+from echosim.training.methods import METHODS
 from echosim.cli.plan import _add_plan_parser
 from echosim.cli.runs import _FIGURES_EXAMPLES, _cmd_figures, _cmd_plot, _cmd_run, _cmd_sweep
 
@@ -56,6 +57,7 @@ _RUN_EXAMPLES = """\
 examples:
   python -m echosim run                           # one run of the default problem/pipeline
   python -m echosim run --batch-size 64 --echo 4 --lr 0.5 --n-batches 500
+  python -m echosim run --method echoed_adam --lr 0.05 --echo 4     # torch's Adam, echoed
   python -m echosim run my.toml --set optimizer.lr=0.3 --set optimizer.echo=2"""
 
 _PLOT_EXAMPLES = """\
@@ -109,8 +111,9 @@ def build_parser() -> argparse.ArgumentParser:
     rn.add_argument("config", nargs="?", help="TOML config giving one run (default: the default problem "
                     "and pipeline with B=64, K=4, lr=1, T=500)")
     rn.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config key; repeatable")
+    rn.add_argument("--method", choices=tuple(METHODS), help="the optimizer (optimizer.method), e.g. echoed_adam")
     rn.add_argument("--batch-size", type=_positive_int, help="B (optimizer.batch_size)")
-    rn.add_argument("--echo", type=_positive_float, help="K (optimizer.echo)")
+    rn.add_argument("--echo", type=_number, help="K (optimizer.echo)")
     rn.add_argument("--n-batches", type=_positive_int, help="T (sweep.n_batches)")
     rn.add_argument("--lr", type=_nonneg_float, help="learning rate (optimizer.lr)")
     rn.add_argument("--seed", type=_nonneg_int, help="base seed (sweep.seed)")

@@ -48,9 +48,14 @@ def _float(text: str, lo: float, strict: bool) -> float:
     return v
 
 
-def _positive_float(text: str) -> float:
-    v = _float(text, 1.0, False)
-    return int(v) if v == int(v) else v
+def _number(text: str) -> int | float:
+    """An argparse type: a number, passed on as a number (its range is its owner's to check:
+    ``--echo`` goes to the echo policy's check_echo through the config)."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    return int(v) if math.isfinite(v) and v == int(v) else v
 
 
 def _nonneg_float(text: str) -> float:

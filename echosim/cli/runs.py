@@ -95,15 +95,16 @@ def _single_run_config(args):
 
     from echosim.experiments import config as cfg
 
-    shorthand = []
-    for flag, key in (("batch_size", "optimizer.batch_size"), ("echo", "optimizer.echo"),
-                      ("n_batches", "sweep.n_batches"), ("lr", "optimizer.lr"), ("seed", "sweep.seed")):
+    values = {}  # the shorthand flags' numbers, passed as numbers (not text to parse again)
+    for flag, key in (("method", "optimizer.method"), ("batch_size", "optimizer.batch_size"),
+                      ("echo", "optimizer.echo"), ("n_batches", "sweep.n_batches"), ("lr", "optimizer.lr"),
+                      ("seed", "sweep.seed")):
         value = getattr(args, flag)
         if value is not None:
-            shorthand.append(f"{key}={value}")
-    overrides = [*shorthand, *(args.set or ())]
+            values[key] = (value, f"--{flag.replace('_', '-')} ({key})")
+    overrides = list(args.set or ())
     if args.config is not None:
-        return cfg.load_config(args.config, overrides=overrides)
+        return cfg.load_config(args.config, overrides=overrides, values=values)
     # the default sweep's problem and pipeline, one setting of the optimizer
     text = resources.files("echosim").joinpath(cfg.DEFAULT_TOML).read_text(encoding="utf-8")
     data = tomllib.loads(text)
@@ -111,7 +112,7 @@ def _single_run_config(args):
     for key, value in _RUN_DEFAULTS.items():
         section, name = key.split(".")
         data[section][name] = value
-    return cfg.parse_config(data, source="<default run>", overrides=overrides, text=text)
+    return cfg.parse_config(data, source="<default run>", overrides=overrides, values=values, text=text)
 
 
 def _cmd_run(args) -> int:

@@ -21,11 +21,6 @@ __all__ = ["execute_run", "execute_group", "group_by_learning_rate", "schedule_o
 # --------------------------------------------------------------------------- one run
 
 
-def _log_every(spec_run: dict, T: int) -> int:
-    every = spec_run.get("log_every", "auto")
-    if every == "auto":
-        return max(1, math.ceil(T / 2000))
-    return int(every)
 
 
 def schedule_of(spec):
@@ -45,13 +40,16 @@ def schedule_of(spec):
 
 
 def _log_at(spec_run: dict, n: int) -> np.ndarray:
-    """Log positions 1..n (in fresh batches, or steps): every m-th, or log-spaced points."""
+    """Log positions 1..n (in fresh batches, or steps): log-spaced points, every m-th, or
+    the library's "auto" rule (`echosim.training.runner.log_points`, the one rule)."""
     from echosim.training.runner import log_points
 
     if "log_points" in spec_run:
         return log_points(int(spec_run["log_points"]), n)
-    every = _log_every(spec_run, n)
-    return np.arange(every, n + 1, every, dtype=np.int64)
+    every = spec_run.get("log_every", "auto")
+    if every == "auto":
+        return log_points("auto", n)
+    return np.arange(int(every), n + 1, int(every), dtype=np.int64)
 
 
 def _setting(spec):
@@ -169,7 +167,7 @@ def execute_group(specs) -> list[dict]:
     try:
         optimizers = [build_optimizer(s.optimizer) for s in specs]
         problem, schedule, info, kwargs = _setting(specs[0])
-        trajs = run_many(problem, optimizers, **kwargs)
+        trajs = run_many(problem, optimizers, quiet=True, **kwargs)  # the warm-up says when it compiles
     except Exception as exc:  # noqa: BLE001 - a failed run is data, not a crash
         if len(specs) == 1:
             return [_failed(specs[0], exc, time.perf_counter() - t0)]

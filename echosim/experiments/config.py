@@ -35,6 +35,7 @@ from pathlib import Path
 
 
 from echosim.pipeline.model import ECHO_POLICIES, check_echo
+from echosim.training.methods import METHODS
 from echosim.experiments.grid import _AxisRef, _field_for, _Grid, _joint
 from echosim.experiments.limits import MAX_CONFIG_BYTES, check_run_count, check_run_size, check_useful, check_window
 from echosim.pipeline.sizes import check_file_size, memory_limit, read_bounded
@@ -68,24 +69,26 @@ __all__ = ["load_config", "parse_config", "default_config"]
 # --------------------------------------------------------------------------- loading
 
 
-def default_config(overrides=(), quick: bool = False) -> SweepConfig:
+def default_config(overrides=(), quick: bool = False, values=None) -> SweepConfig:
     """The embedded Figure-2-style sweep (``echosim/default_sweep.toml``)."""
     from importlib import resources
 
     text = resources.files("echosim").joinpath(DEFAULT_TOML).read_text(encoding="utf-8")
-    return _from_text(text, source="<default>", base_dir=Path.cwd(), overrides=overrides, quick=quick)
+    return _from_text(text, source="<default>", base_dir=Path.cwd(), overrides=overrides, quick=quick, values=values)
 
 
-def load_config(path=None, overrides=(), quick: bool = False) -> SweepConfig:
+def load_config(path=None, overrides=(), quick: bool = False, values=None) -> SweepConfig:
     """Read and validate a TOML config (None: the embedded default).
 
     `overrides` are ``"key.path=value"`` strings, the value in TOML syntax (a bare
-    word is taken as a string), applied before validation. With `quick`, the
+    word is taken as a string), applied before validation. `values` maps key paths to
+    Python values, or to (value, label) pairs whose label names the value's origin in
+    error messages (the CLI's ``--echo`` passes its number so). With `quick`, the
     config's ``[quick]`` table (key paths → values, a small variant for CI and
     previews) is applied first.
     """
     if path is None:
-        return default_config(overrides, quick)
+        return default_config(overrides, quick, values)
     p = Path(path)
     if p.is_dir():
         raise ConfigError(f"cannot read config file {str(path)!r}: it is a directory")
@@ -99,15 +102,17 @@ def load_config(path=None, overrides=(), quick: bool = False) -> SweepConfig:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ConfigError(f"cannot read config file {str(path)!r}: not UTF-8 text (byte {exc.start})") from None
-    return _from_text(text, source=str(path), base_dir=p.resolve().parent, overrides=overrides, quick=quick)
+    return _from_text(text, source=str(path), base_dir=p.resolve().parent, overrides=overrides, quick=quick,
+                      values=values)
 
 
-def _from_text(text, source, base_dir, overrides, quick=False):
+def _from_text(text, source, base_dir, overrides, quick=False, values=None):
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"invalid TOML: {exc}") from None
-    return parse_config(data, source=source, base_dir=base_dir, overrides=overrides, text=text, quick=quick)
+    return parse_config(data, source=source, base_dir=base_dir, overrides=overrides, text=text, quick=quick,
+                        values=values)
 
 
 def _quick_overrides(table) -> list[str]:
@@ -158,12 +163,29 @@ def _apply_overrides(data: dict, overrides) -> None:
         node[parts[-1]] = value
 
 
+def _apply_values(data: dict, values: dict) -> dict:
+    """Set key paths to Python values; returns {path: label} for those given with a label."""
+    labels = {}
+    for path, value in values.items():
+        section, _, key = path.partition(".")
+        if not key or "." in key:
+            raise ConfigError(f"{path}: expected a key path section.key")
+        if isinstance(value, tuple):
+            value, labels[path] = value
+        table = data.setdefault(section, {})
+        if not isinstance(table, dict):
+            raise ConfigError(f"{section}: must be a table [{section}], got {_show(table)}")
+        table[key] = value
+    return labels
+
+
 def parse_config(data: dict, *, source: str = "<dict>", base_dir=None, overrides=(), text: str = "",
-                 quick: bool = False) -> SweepConfig:
+                 quick: bool = False, values=None) -> SweepConfig:
     """Validate a config dict (as from `tomllib`) and expand it into run specs.
 
-    Raises `ConfigError` naming the key path on any problem; every run's Problem,
-    Optimizer and Pipeline is constructed here, before anything runs.
+    `overrides` and `values` as for `load_config`. Raises `ConfigError` naming the key
+    path (or a value's label) on any problem; every run's Problem, Optimizer and
+    Pipeline is constructed here, before anything runs.
     """
     data = copy.deepcopy(data)
     quick_table = data.pop("quick", None) if isinstance(data, dict) else None
@@ -177,6 +199,7 @@ def parse_config(data: dict, *, source: str = "<dict>", base_dir=None, overrides
                 raise ConfigError(f'quick."{section}.{key}": the config has no {section}.{key} to replace')
             target[key] = value
     _apply_overrides(data, overrides)
+    labels = _apply_values(data, values or {})
     base_dir = Path(base_dir) if base_dir is not None else Path.cwd()
     if not isinstance(data, dict):
         raise ConfigError("the config must be a table of sections")
@@ -198,7 +221,7 @@ def parse_config(data: dict, *, source: str = "<dict>", base_dir=None, overrides
                 _joint(grid, section, key, value)
             else:
                 path = f"{section}.{key}"
-                grid.add(path, _field_for(path, path), value, path)
+                grid.add(path, _field_for(path, path), value, labels.get(path, path))
     joint = data.get("joint", {})
     if not isinstance(joint, dict):
         raise ConfigError(f"joint: must be a table [joint], got {_show(joint)}")
@@ -208,7 +231,8 @@ def parse_config(data: dict, *, source: str = "<dict>", base_dir=None, overrides
         _joint(grid, None, key, value)
 
     settings = _settings(grid, source)
-    return _expand(grid, settings, source=source, text=text, overrides=tuple(overrides))
+    given = tuple(f"{k}={v[0] if isinstance(v, tuple) else v!r}" for k, v in (values or {}).items())
+    return _expand(grid, settings, source=source, text=text, overrides=tuple(overrides) + given)
 
 
 def _settings(grid: _Grid, source: str) -> dict:
@@ -333,7 +357,7 @@ def _section(point, usage, section: str, selector, skip=(), where: str = "") -> 
     for key, fld in FIELDS[section].items():
         if key in skip:
             continue
-        value, _ = _get(point, usage, section, key, fld.default, selector)
+        value, _ = _get(point, usage, section, key, fld.default_for(selector), selector)
         if fld.applies and selector not in fld.applies:
             continue
         if value is None and fld.required:
@@ -388,31 +412,30 @@ def _resolve(point, labels, usage, caches) -> dict:
     method = point.get("optimizer.method", "echoed_gd")
     if "optimizer.method" in point:
         usage.use("optimizer.method")
+    row = METHODS[method]
     optimizer = {"method": method, **_section(point, usage, "optimizer", method, skip=("method", "echo"))}
-    # ---- the echo factor K: owned by the schedule (a fixed pipeline, or K steps per batch)
-    echo_applies = method != "minibatch_sgd" and (pipeline is None or policy in ECHO_POLICIES)
+    # ---- the echo factor K: owned by the schedule's echo policy (a fixed pipeline, or K
+    # steps per batch), checked here once by its owner's check_echo
+    echo_applies = not row.one_step and (pipeline is None or policy in ECHO_POLICIES)
     echo = None
     if echo_applies:
         K = point.get("optimizer.echo", 1.0)
         if "optimizer.echo" in point:
             usage.use("optimizer.echo")
-        if pipeline is None:
-            try:
-                check_echo(K, lab("optimizer.echo"), integer=True)
-            except ValueError as exc:
-                raise ConfigError(str(exc)) from None
+        try:
+            K = check_echo(K, lab("optimizer.echo"), integer=pipeline is None)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
         echo = int(K) if K == math.floor(K) else K
-    elif method == "minibatch_sgd" and policy in ("greedy", "example"):
-        raise ConfigError(f"{lab('optimizer.method')}: minibatch_sgd takes one step per fresh batch, but "
+    elif row.one_step and policy in ("greedy", "example"):
+        raise ConfigError(f"{lab('optimizer.method')}: {method} takes one step per fresh batch, but "
                           f"{lab('pipeline.policy')} = {policy!r} does not; use policy 'sync' or 'fixed'")
     elif policy != "greedy":
         echo = 1
-    if method == "echoed_sgd" and not optimizer["replace"] and optimizer["sub_batch"] > optimizer["batch_size"]:
-        raise ConfigError(f"{lab('optimizer.sub_batch')}: sub_batch ({optimizer['sub_batch']}) exceeds "
-                          f"{lab('optimizer.batch_size')} ({optimizer['batch_size']}) when sampling without replacement")
     try:
         with _numerics():
-            build_optimizer(dict(optimizer, lr=0.0) if optimizer["lr"] == "theory" else optimizer)
+            build_optimizer(dict(optimizer, lr=0.0) if optimizer["lr"] == "theory" else optimizer).check_batch_size(
+                optimizer["batch_size"])
     except (ValueError, ArithmeticError) as exc:
         where = ", ".join(sorted({lab(p) for p in point if p.startswith("optimizer.")}))
         raise ConfigError(f"optimizer ({where}): {exc}") from None
@@ -455,12 +478,14 @@ def _theory_step(problem, optimizer: dict, echo, run: dict, lab) -> dict:
     if not all(math.isfinite(c[k]) and c[k] > 0 for k in ("beta", "rho", "D")):
         raise ConfigError(f"{where}: 'theory' needs finite constants β, ρ, D > 0; this problem has {c}")
     kw = dict(beta=c["beta"], rho=c["rho"], D=c["D"], B=optimizer["batch_size"], T=run["n_batches"], K=float(echo))
-    method = optimizer["method"]
-    if method == "echoed_prox":
+    rule = METHODS[optimizer["method"]].lr_rule
+    if rule is None:
+        raise ConfigError(f"{where}: 'theory' is the step size a method's bound is tuned with; "
+                          f"{optimizer['method']} has no bound (no theorem of the paper covers it): give a number")
+    if rule == "echoed_prox_param":  # the prox bound tunes the weight λ and the inner step together
         lam, inner = (float(v) for v in theory.echoed_prox_param(**kw))
         return {"lr": inner, "lam": lam, "lr_rule": "theory"}
-    rule = theory.echoed_agd_lr if method == "echoed_nesterov" else theory.echoed_gd_lr
-    return {"lr": float(rule(**kw)), "lr_rule": "theory"}
+    return {"lr": float(getattr(theory, rule)(**kw)), "lr_rule": "theory"}
 
 
 def _resolve_pipeline(pipeline, K, point, lab, batch_size: int) -> dict:

@@ -209,7 +209,7 @@ def dask(pending, scheduler: str) -> Iterator[dict]:
     except (OSError, TimeoutError) as exc:
         raise ValueError(f"cannot connect to the Dask scheduler at {address!r}: {exc}") from None
     try:
-        client.run(_warm_all)
+        client.run(_warm_parts, *_kernel_parts(None, runs=pending))
         groups = _tasks(pending)
         futures = client.map(execute_group, groups, key=[f"echosim-group-{g[0].run_id}" for g in groups])
         by_key = {f.key: g for f, g in zip(futures, groups)}
@@ -247,7 +247,8 @@ def warm_up(config: SweepConfig | None = None, workers: int = 1, announce=None) 
     cached = {p: _cached(p) for p in parts}
     if announce is not None and not all(cached.values()):
         print("compiling the Numba kernels: once per machine, later runs load them from the cache", file=announce)
-    mine, theirs = [p for p in parts if p in ("many", "single")], [p for p in parts if p in ("draws", "pipeline")]
+    theirs = [p for p in parts if p in ("draws", "pipeline")]
+    mine = [p for p in parts if p not in theirs]
     cold = workers > 1 and mine and not all(cached[p] for p in theirs)
     helper = _start_helper(theirs, dtypes) if cold else None
     _compile(mine, dtypes)
@@ -257,16 +258,21 @@ def warm_up(config: SweepConfig | None = None, workers: int = 1, announce=None) 
     return time.perf_counter() - t0
 
 
-def _kernel_parts(config: SweepConfig | None) -> tuple[tuple, list]:
-    """(dtypes, parts) a sweep of `config` runs: "many" (`run_many`'s kernel), "single"
-    (`run`'s: the softmax loss), "draws" (synthetic batches), "pipeline"; all of them
-    for `config` None."""
-    if config is None:
-        return ("float64",), ["many", "single", "draws", "pipeline"]
-    runs = list(config.runs)
+def _kernel_parts(config: SweepConfig | None, runs=None) -> tuple[tuple, list]:
+    """(dtypes, parts) the runs of `config` (or `runs`, specs) use: the optimizer kernel of
+    each method and loss (`echosim.training.runner.kernel_key`: sweeps run every group
+    through `run_many`), "draws" (synthetic batches), "pipeline"; for `config` None the
+    default sweep's."""
+    from echosim.experiments.specs import loss_of
+    from echosim.training.runner import kernel_key
+
+    if config is None and runs is None:
+        from echosim.experiments.config import default_config
+
+        config = default_config()
+    runs = list(config.runs if runs is None else runs)
     dtypes = tuple(sorted({r.run.get("dtype", "float64") for r in runs})) or ("float64",)
-    softmax = [r.problem.get("loss") == "softmax" for r in runs]
-    parts = ["many"] * (not all(softmax)) + ["single"] * any(softmax)
+    parts = list(dict.fromkeys(kernel_key(r.optimizer["method"], loss_of(r.problem), many=True) for r in runs))
     parts += ["draws"] * any(r.problem["kind"] != "dataset" for r in runs)
     parts += ["pipeline"] * any(r.pipeline is not None for r in runs)
     return dtypes, parts
@@ -277,14 +283,12 @@ def _cached(part: str) -> bool:
     main kernel. A guess, used only to skip forking a helper that would merely load it
     (forking costs ~0.1 s) and to say when compiling starts; it reads Numba's private
     cache index, and any surprise there counts as not cached."""
-    if part == "many":
-        from echosim.training.kernel import echo_chunk_many as kernel
-    elif part == "single":
-        from echosim.training.kernel import echo_chunk as kernel
-    elif part == "draws":
-        from echosim.training.sampling import draw_block as kernel
-    else:
-        from echosim.pipeline.kernel import run_des as kernel
+    if part != "pipeline":
+        from echosim.training.runner import kernel_cached
+
+        return kernel_cached(part)
+    from echosim.pipeline.kernel import run_des as kernel
+
     try:
         return bool(kernel._cache._cache_file._load_index())
     except Exception:  # noqa: BLE001 - another Numba version: fork the helper, as when cold
@@ -322,5 +326,5 @@ def _start_helper(parts, dtypes):
     return helper
 
 
-def _warm_all():  # for Dask workers
-    return warm_up(None)
+def _warm_parts(dtypes, parts):  # for Dask workers: compile what the pending runs use
+    _compile(parts, dtypes)

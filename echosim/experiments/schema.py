@@ -11,7 +11,8 @@ from typing import Any
 import numpy as np
 
 from echosim.pipeline.model import POLICIES
-from echosim.training.optimizers import METHODS
+from echosim.training.losses import LOSSES
+from echosim.training.methods import HYPER_FIELDS, METHODS
 from echosim.training.problems import PROBLEMS
 
 __all__ = ["ConfigError", "ConfigWarning", "Field", "FIELDS", "lr_grid", "PAPER_LRS", "SCHEMA", "SECTIONS"]
@@ -87,8 +88,8 @@ PAPER_LRS = tuple(lr_grid(0.01, 10.0, per_decade=20))
 class Field:
     """One config key: its type, range, default, and where it applies."""
 
-    kind: str  # int | float | str | bool | choice | service | lr | momentum | log_every
-    default: Any = None
+    kind: str  # int | float | str | bool | choice | service | lr | momentum | log_every | echo
+    default: Any = None  # or {selector: default} where the default depends on the method
     lo: float | None = None
     lo_open: bool = False
     hi: float | None = None
@@ -98,6 +99,10 @@ class Field:
     required: bool = False
     applies: tuple = ()  # problem kinds / optimizer methods / pipeline policies; () = always
     doc: str = ""
+
+    def default_for(self, selector):
+        """The default where this key applies to `selector` (a method, policy or problem kind)."""
+        return self.default.get(selector) if isinstance(self.default, dict) else self.default
 
     def describe(self) -> str:
         if self.kind == "choice":
@@ -115,6 +120,8 @@ class Field:
             return "'nesterov' or a number in [0, 1)"
         if self.kind == "log_every":
             return "'auto' or an integer >= 1"
+        if self.kind == "echo":
+            return "a number >= 1 (an integer without a pipeline)"
         if self.kind == "standardize":
             return "true, false, 'zscore' or 'minmax'"
         what = "an integer" if self.kind == "int" else "a number"
@@ -172,6 +179,10 @@ class Field:
             if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not 1 <= value <= INT_MAX:
                 raise bad
             return int(value)
+        elif k == "echo":  # K is checked once, by its owner, when the run is resolved (config._resolve)
+            if isinstance(value, (list, dict)):
+                raise bad
+            return value
         else:  # pragma: no cover - schema bug
             raise AssertionError(k)
         if self.lo is not None and (value < self.lo or (self.lo_open and value == self.lo)):
@@ -182,6 +193,14 @@ class Field:
 
 
 _SYNTH = ("logistic", "least_squares")
+
+
+def _method_defaults(key: str):
+    """The default of an optimizer key: one value, or {method: value} where methods differ
+    (momentum: "nesterov" for echoed_nesterov, 0.9 for echoed_heavy_ball)."""
+    per = {m.name: m.defaults()[key] for m in METHODS.values() if key in m.fields}
+    values = list(dict.fromkeys(map(repr, per.values())))
+    return next(iter(per.values())) if len(values) == 1 else per
 
 FIELDS: dict[str, dict[str, Field]] = {
     "problem": {
@@ -201,7 +220,8 @@ FIELDS: dict[str, dict[str, Field]] = {
         "path": Field("str", applies=("dataset",), doc="a data file (.csv[.gz], .npz, .svm/.svmlight/.libsvm)"),
         "format": Field("choice", choices=("csv", "npz", "svmlight"), applies=("dataset",),
                         doc="file format (default: from the suffix)"),
-        "loss": Field("choice", "logistic", choices=("logistic", "squared", "softmax"), applies=("dataset",)),
+        "loss": Field("choice", "logistic", choices=tuple(LOSSES), applies=("dataset",),
+                      doc="the loss (echosim.training.losses.LOSSES)"),
         "l2": Field("float", lo=0, applies=("dataset",), doc="L2 weight (default: 0, or 1e-4 if separable)"),
         "standardize": Field("standardize", True, applies=("dataset",), doc="true/'zscore', 'minmax' or false"),
         "task": Field("str", applies=("dataset",), doc="labels → ±1, e.g. '2-vs-rest', 'even-odd'"),
@@ -215,7 +235,7 @@ FIELDS: dict[str, dict[str, Field]] = {
         "workers": Field("int", 1, lo=1, doc="loader workers W"),
         "prefetch": Field("int", 2, lo=1, doc="prefetch buffer capacity C"),
         "step_time": Field("service", 1.0, doc="time of one optimizer step (t_down)"),
-        "policy": Field("choice", "fixed", choices=POLICIES, doc="echo policy"),
+        "policy": Field("choice", "fixed", choices=tuple(POLICIES), doc="echo policy"),
         "max_echo": Field("int", 64, lo=1, applies=("greedy",), doc="bound on K_t under greedy"),
         "shuffle_buffer": Field("int", lo=1, applies=("example",), doc="examples in the shuffle buffer"),
         "delivery": Field("choice", "ordered", choices=("ordered", "unordered")),
@@ -226,11 +246,10 @@ FIELDS: dict[str, dict[str, Field]] = {
         "method": Field("choice", "echoed_gd", choices=tuple(METHODS)),
         "lr": Field("lr", required=True, doc="learning rate η"),
         "batch_size": Field("int", lo=1, required=True, doc="B"),
-        "echo": Field("float", 1.0, lo=1, doc="K, steps per fresh batch"),
-        "sub_batch": Field("int", 1, lo=1, applies=("echoed_sgd",)),
-        "replace": Field("bool", True, applies=("echoed_sgd",)),
-        "momentum": Field("momentum", "nesterov", applies=("echoed_nesterov",)),
-        "lam": Field("float", 1.0, lo=0, applies=("echoed_prox",), doc="prox weight λ"),
+        "echo": Field("echo", 1.0, doc="K, steps per fresh batch"),
+        **{key: Field(default=_method_defaults(key), applies=tuple(m.name for m in METHODS.values() if key in m.fields),
+                      **spec)
+           for key, spec in HYPER_FIELDS.items()},
     },
     "sweep": {
         "name": Field("str", grid=False, doc="label of the sweep (output directory name)"),

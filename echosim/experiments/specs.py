@@ -18,7 +18,7 @@ from echosim.experiments.schema import SCHEMA
 from echosim.pipeline.model import ECHO_POLICIES
 
 __all__ = ["RunSpec", "SweepConfig", "canonical_json", "stable_hash", "with_lr", "build_problem",
-           "build_optimizer", "build_pipeline"]
+           "build_optimizer", "build_pipeline", "loss_of"]
 
 
 # --------------------------------------------------------------------------- hashing
@@ -188,7 +188,7 @@ def build_problem(problem: dict):
 
 
 def _build_dataset(problem: dict):
-    from echosim.training import datasets
+    from echosim.data import datasets
 
     opts = {"loss": problem["loss"], "l2": problem.get("l2"), "standardize": problem["standardize"],
             "intercept": problem["intercept"], "eval_rows": problem.get("eval_rows")}
@@ -199,12 +199,17 @@ def _build_dataset(problem: dict):
 
 
 def build_optimizer(optimizer: dict):
-    """The optimizer spec of a resolved optimizer dict."""
-    from echosim.training import optimizers
+    """The optimizer spec of a resolved optimizer dict (its method's row builds it)."""
+    from echosim.training.methods import get_method
 
-    cls = optimizers.METHODS[optimizer["method"]]
-    extra = {k: optimizer[k] for k in ("sub_batch", "replace", "momentum", "lam") if k in optimizer}
-    return cls(lr=optimizer["lr"], **extra)
+    return get_method(optimizer["method"]).build(optimizer["lr"], optimizer)
+
+
+def loss_of(problem: dict) -> str:
+    """The loss name of a resolved problem dict (a synthetic kind's own, or a dataset's ``loss``)."""
+    from echosim.training.problems import PROBLEMS
+
+    return problem["loss"] if problem["kind"] == "dataset" else PROBLEMS[problem["kind"]].loss
 
 
 def build_pipeline(pipeline: dict, echo=None):

@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from echosim.experiments import store
-from echosim.experiments.assemble import _log_every, execute_group, group_by_learning_rate, group_key
+from echosim.experiments.assemble import _log_at, execute_group, group_by_learning_rate, group_key
 from echosim.pipeline.schedule import mean_batch_time
 from echosim.experiments import executors
 from echosim.experiments.executors import default_workers
@@ -328,7 +328,7 @@ def _cost_units(spec) -> float:
         K = min(p.max_echo, max(1.0, p.arrival.mean / p.workers / p.step_time.mean))
     else:
         K = float(spec.echo or 1)
-    points = T / _log_every(spec.run, max(1, int(T)))
+    points = len(_log_at(spec.run, max(1, int(T))))
     n_data = getattr(problem, "X", None)
     risk_cost = 3 * (n_data.shape[0] * d if n_data is not None else 300)
     return T * B * d * (1 + 2 * K) + points * risk_cost + 20_000

@@ -28,11 +28,13 @@ The model (documented for users in `echosim.pipeline`):
 import numpy as np
 from numba import njit
 
-# policy codes (pipeline.POLICIES maps names to these)
-SYNC = 0
-FIXED = 1
-GREEDY = 2
-EXAMPLE = 3
+from echosim.pipeline.model import POLICIES
+
+# policy codes: from the one table of policies (echosim.pipeline.model.POLICIES)
+SYNC = POLICIES["sync"].code
+FIXED = POLICIES["fixed"].code
+GREEDY = POLICIES["greedy"].code
+EXAMPLE = POLICIES["example"].code
 
 # status codes returned by run_des
 DONE = 0

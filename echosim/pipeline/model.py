@@ -108,16 +108,31 @@ from echosim.pipeline.service_times import as_service_time
 from echosim.pipeline.service_times import ServiceTime
 from echosim.pipeline.sizes import check_fits
 
-__all__ = ["Pipeline", "POLICIES", "ECHO_POLICIES", "check_echo"]
+__all__ = ["Pipeline", "Policy", "POLICIES", "ECHO_POLICIES", "check_echo"]
 
-POLICIES = ("sync", "fixed", "greedy", "example")
-"""The echo policies, the one registry of their names."""
-ECHO_POLICIES = ("fixed", "example")
-"""The policies that take an echo factor K."""
+
+@dataclass(frozen=True)
+class Policy:
+    """One echo policy: its name, its code in the event loop (`echosim.pipeline.kernel`
+    takes its constants from here) and the `Pipeline` parameters it takes."""
+
+    name: str
+    code: int
+    params: tuple
+    doc: str
+
+
+POLICIES: dict[str, Policy] = {p.name: p for p in (
+    Policy("sync", 0, (), "one step per fresh batch"),
+    Policy("fixed", 1, ("echo",), "K_t steps on fresh batch t, K = echo rounded at random"),
+    Policy("greedy", 2, ("max_echo",), "echo while waiting for the next batch, up to max_echo steps"),
+    Policy("example", 3, ("echo", "shuffle_buffer"), "example echoing through a shuffle buffer"),
+)}
+"""The registry of echo policies: name → row. Nothing else lists them or their codes."""
+ECHO_POLICIES = tuple(name for name, p in POLICIES.items() if "echo" in p.params)
+"""The policies that take an echo factor K (derived from `POLICIES`)."""
 DELIVERIES = ("ordered", "unordered")
 BLOCKING = ("before", "after")
-
-_POLICY_CODE = {"sync": 0, "fixed": 1, "greedy": 2, "example": 3}
 
 
 
@@ -205,7 +220,8 @@ class Pipeline:
         check_fits("Pipeline.workers", self.workers, 24, what="the state of every loader worker")
         set_(self, "prefetch", _int_field("Pipeline.prefetch", self.prefetch, 1))
         set_(self, "step_time", _service("Pipeline.step_time", self.step_time))
-        set_(self, "policy", _choice("Pipeline.policy", self.policy, POLICIES))
+        set_(self, "policy", _choice("Pipeline.policy", self.policy, tuple(POLICIES)))
+        params = POLICIES[self.policy].params
         set_(self, "max_echo", _int_field("Pipeline.max_echo", self.max_echo, 1))
         set_(self, "delivery", _choice("Pipeline.delivery", self.delivery, DELIVERIES))
         set_(self, "blocking", _choice("Pipeline.blocking", self.blocking, BLOCKING))
@@ -214,20 +230,21 @@ class Pipeline:
             raise ValueError(f"Pipeline.switch_overhead must be a finite number >= 0, got {h!r}")
         set_(self, "switch_overhead", float(h))
         e = self.echo
-        if self.policy in ECHO_POLICIES:
+        if "echo" in params:
             if e is None:
                 raise ValueError(f"Pipeline.echo is required for policy {self.policy!r} (a number >= 1)")
             set_(self, "echo", check_echo(e, "Pipeline.echo"))
         elif e is not None:
             raise ValueError(
-                f"Pipeline.echo applies only to policies 'fixed' and 'example', got echo={e!r} "
+                f"Pipeline.echo applies only to policies {' and '.join(map(repr, ECHO_POLICIES))}, got echo={e!r} "
                 f"with policy {self.policy!r} (greedy is bounded by max_echo)"
             )
         S = self.shuffle_buffer
         if S is not None:
-            if self.policy != "example":
+            if "shuffle_buffer" not in params:
+                takes = [n for n, p in POLICIES.items() if "shuffle_buffer" in p.params]
                 raise ValueError(
-                    f"Pipeline.shuffle_buffer applies only to policy 'example', got {S!r} "
+                    f"Pipeline.shuffle_buffer applies only to policy {' and '.join(map(repr, takes))}, got {S!r} "
                     f"with policy {self.policy!r}"
                 )
             set_(self, "shuffle_buffer", _int_field("Pipeline.shuffle_buffer", S, 1))

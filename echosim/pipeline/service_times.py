@@ -82,12 +82,6 @@ def _at_least_tiny(draws: np.ndarray) -> np.ndarray:
     return np.maximum(draws, _TINY, out=draws)
 
 
-# A trace longer than this gets a short, non-round-trippable repr.
-_TRACE_REPR_MAX = 8
-
-_TRACE_MODES = ("cycle", "resample")
-_TRACE_COLUMNS = ("time", "seconds")
-
 
 # ---------------------------------------------------------------------------
 # validation helpers: each raises ValueError naming the field and what is allowed
@@ -127,31 +121,6 @@ def _check_n(n: Any) -> int:
     return int(n)
 
 
-def _check_times(owner: str, times: Any) -> np.ndarray:
-    try:
-        arr = np.asarray(times)
-    except Exception as exc:  # ragged nested lists and the like
-        raise ValueError(f"{owner}.times must be a 1-D array of numbers: {exc}") from None
-    if arr.dtype.kind not in "iuf":
-        raise ValueError(
-            f"{owner}.times must be numeric (int or float), got dtype {arr.dtype}"
-        )
-    if arr.ndim != 1:
-        raise ValueError(f"{owner}.times must be 1-D, got shape {arr.shape}")
-    if arr.size == 0:
-        raise ValueError(f"{owner}.times must hold at least one time, got an empty array")
-    arr = np.array(arr, dtype=np.float64)  # always a private copy
-    bad = ~(np.isfinite(arr) & (arr > 0.0))
-    if bad.any():
-        i = int(np.flatnonzero(bad)[0])
-        raise ValueError(
-            f"{owner}.times must be finite and > 0; times[{i}] = {arr[i]!r} "
-            f"({int(bad.sum())} bad value(s))"
-        )
-    arr.setflags(write=False)
-    return arr
-
-
 # ---------------------------------------------------------------------------
 # the base class
 
@@ -168,6 +137,9 @@ class ServiceTime:
     kind: ClassVar[str] = ""
     keys: ClassVar[tuple[tuple[str, ...], tuple[str, ...]]] = ((), ())
     """(required, optional) keys of the family's TOML table, besides ``kind``."""
+    fit_params: ClassVar[int | None] = None
+    """Free parameters when `echosim.pipeline.traces.fit_service_times` fits the family
+    (for its AIC); None for a family it does not fit."""
 
     @classmethod
     def _from_args(cls, args: dict) -> ServiceTime:
@@ -240,6 +212,7 @@ class Deterministic(ServiceTime):
     """Every batch takes exactly ``value`` (e.g. a steady accelerator step)."""
 
     kind: ClassVar[str] = "deterministic"
+    fit_params: ClassVar = 1
     keys: ClassVar = (("value",), ())
     value: float
 
@@ -266,6 +239,7 @@ class Exponential(ServiceTime):
     """Memoryless times with the given ``mean`` (cv = 1)."""
 
     kind: ClassVar[str] = "exponential"
+    fit_params: ClassVar = 1
     keys: ClassVar = (("mean",), ())
     mean: float
 
@@ -293,6 +267,7 @@ class Gamma(ServiceTime):
     """
 
     kind: ClassVar[str] = "gamma"
+    fit_params: ClassVar = 2
     keys: ClassVar = (("mean", "cv"), ())
     mean: float
     cv: float
@@ -335,6 +310,7 @@ class LogNormal(ServiceTime):
     """
 
     kind: ClassVar[str] = "lognormal"
+    fit_params: ClassVar = 2
     keys: ClassVar = (("mean", "cv"), ())
     mean: float
     cv: float
@@ -378,6 +354,7 @@ class Pareto(ServiceTime):
     """
 
     kind: ClassVar[str] = "pareto"
+    fit_params: ClassVar = 2
     keys: ClassVar = (("mean", "shape"), ())
     mean: float
     shape: float
@@ -466,7 +443,7 @@ class Stall(ServiceTime):
         return {"kind": self.kind, "base": self.base.to_dict(), "p": self.p, "length": self.length}
 
 
-FAMILIES.update({cls.kind: cls for cls in (Deterministic, Exponential, Gamma, LogNormal, Pareto, Stall)})
+FAMILIES.update({cls.kind: cls for cls in (Exponential, Gamma, LogNormal, Pareto, Deterministic, Stall)})
 
 
 # ---------------------------------------------------------------------------

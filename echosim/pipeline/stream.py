@@ -20,7 +20,7 @@ from typing import Callable, Iterator
 
 import numpy as np
 
-from echosim.pipeline.model import _POLICY_CODE, Pipeline
+from echosim.pipeline.model import POLICIES, Pipeline
 from echosim.pipeline.service_times import Deterministic, ServiceTime
 from echosim.pipeline.traces import Trace
 
@@ -165,7 +165,7 @@ class EventLoop:
         pi = np.zeros(des.N_PI, dtype=np.int64)
         pi[des.P_W] = W
         pi[des.P_C] = C
-        pi[des.P_POLICY] = _POLICY_CODE[policy]
+        pi[des.P_POLICY] = POLICIES[policy].code
         pi[des.P_ORDERED] = pipeline.delivery == "ordered"
         pi[des.P_BEFORE] = pipeline.blocking == "before"
         pi[des.P_MAX_ECHO] = pipeline.max_echo

@@ -35,23 +35,41 @@ from echosim.pipeline.service_times import (
     ServiceTime,
     _check_n,
     _check_rng,
-    _check_times,
     _positive,
 )
 
-__all__ = ["Trace", "Fit", "fit_service_times", "FAMILIES"]
-
-#: Families `fit_service_times` knows, in its default order.
-FAMILIES = ("exponential", "gamma", "lognormal", "pareto", "deterministic")
-
-# Free parameters per family, for the AIC.
-_N_PARAMS = {"exponential": 1, "gamma": 2, "lognormal": 2, "pareto": 2, "deterministic": 1}
+__all__ = ["Trace", "Fit", "fit_service_times", "FITTED"]
 
 _TRACE_REPR_MAX = 8
 _TRACE_MODES = ("cycle", "resample")
 _TRACE_COLUMNS = ("time", "seconds")
 MAX_TRACE_BYTES = 256 << 20
 """Bytes of a trace file (about 25 million times as text)."""
+
+
+def _check_times(owner: str, times: Any) -> np.ndarray:
+    try:
+        arr = np.asarray(times)
+    except Exception as exc:  # ragged nested lists and the like
+        raise ValueError(f"{owner}.times must be a 1-D array of numbers: {exc}") from None
+    if arr.dtype.kind not in "iuf":
+        raise ValueError(
+            f"{owner}.times must be numeric (int or float), got dtype {arr.dtype}"
+        )
+    if arr.ndim != 1:
+        raise ValueError(f"{owner}.times must be 1-D, got shape {arr.shape}")
+    if arr.size == 0:
+        raise ValueError(f"{owner}.times must hold at least one time, got an empty array")
+    arr = np.array(arr, dtype=np.float64)  # always a private copy
+    bad = ~(np.isfinite(arr) & (arr > 0.0))
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise ValueError(
+            f"{owner}.times must be finite and > 0; times[{i}] = {arr[i]!r} "
+            f"({int(bad.sum())} bad value(s))"
+        )
+    arr.setflags(write=False)
+    return arr
 
 
 # ---------------------------------------------------------------------------
@@ -317,6 +335,9 @@ def _read_csv(p: Path, column: str | None) -> np.ndarray:
 
 service_times.FAMILIES[Trace.kind] = Trace
 
+FITTED = tuple(kind for kind, cls in service_times.FAMILIES.items() if cls.fit_params)
+"""The families of `service_times.FAMILIES` that `fit_service_times` fits, in its default order."""
+
 
 @dataclass(frozen=True, slots=True)
 class Fit:
@@ -402,7 +423,7 @@ def _score(dist: ServiceTime, x: np.ndarray) -> tuple[float, float]:
 
 def fit_service_times(
     trace_or_array: Trace | np.ndarray | Sequence[float],
-    candidates: Sequence[str] = FAMILIES,
+    candidates: Sequence[str] = FITTED,
 ) -> list[Fit]:
     """Fit each candidate family by maximum likelihood and rank the fits.
 
@@ -434,10 +455,10 @@ def fit_service_times(
         candidates = (candidates,)
     candidates = tuple(candidates)
     if not candidates:
-        raise ValueError(f"candidates must name at least one of {FAMILIES}")
-    unknown = [c for c in candidates if c not in FAMILIES]
+        raise ValueError(f"candidates must name at least one of {FITTED}")
+    unknown = [c for c in candidates if c not in FITTED]
     if unknown:
-        raise ValueError(f"candidates: unknown family {unknown}; allowed: {list(FAMILIES)}")
+        raise ValueError(f"candidates: unknown family {unknown}; allowed: {list(FITTED)}")
     x = (
         trace_or_array.times
         if isinstance(trace_or_array, Trace)
@@ -462,7 +483,7 @@ def fit_service_times(
         except Exception as exc:  # a family that cannot describe the data is skipped
             warnings.warn(f"fit_service_times: no {family} fit: {exc}", RuntimeWarning, 2)
             continue
-        aic = 2.0 * _N_PARAMS[family] - 2.0 * ll
+        aic = 2.0 * service_times.FAMILIES[family].fit_params - 2.0 * ll
         fits.append(Fit(dist, ks, ll, aic))
     if not fits:
         raise ValueError(f"no family in {list(candidates)} could be fitted to these data")

@@ -163,23 +163,23 @@ def _figure(n: int, width: float, height: float, rows: int = 1):
 # --------------------------------------------------------------------------- figure 2
 
 
-_OUTPUT = {"minibatch_sgd": "risk_avg", "echoed_gd": "risk_avg", "echoed_prox": "risk_end_avg", "echoed_nesterov": "risk"}
-_TITLES = {"minibatch_sgd": "minibatch SGD (K = 1), average iterate", "echoed_gd": "echoed GD, average iterate",
-           "echoed_prox": "echoed prox, average of batch ends", "echoed_nesterov": "echoed AGD (least squares), last iterate"}
+_ITERATE = {"last": ("risk", "last iterate"), "avg": ("risk_avg", "average iterate"),
+            "end_avg": ("risk_end_avg", "average of batch ends")}
+"""A method's reported iterate (its row's ``iterate``): the curve column and its words."""
 
 
 def _bound(row, t):
-    """The bound of the run `row` (its method, constants, step size) at horizons `t`."""
+    """The bound of the run `row` (its method's row names it; constants, step size) at horizons `t`."""
     import theory
+
+    from echosim.training.methods import METHODS
 
     kw = dict(beta=row["beta"], rho=row["rho"], D=row["D"], B=float(row["optimizer.batch_size"]), T=t,
               K=float(row["optimizer.echo"]))
-    method = row["optimizer.method"]
-    if method == "echoed_prox":
+    name = METHODS[row["optimizer.method"]].bound
+    if name == "echoed_prox_bound":  # the prox bound takes the weight λ and the inner step
         return theory.echoed_prox_bound(**kw, lam=row["optimizer.lam"], inner_lr=row["optimizer.lr"])
-    if method == "echoed_nesterov":
-        return theory.echoed_agd_bound(**kw, lr=row["optimizer.lr"])
-    return theory.echoed_gd_bound(**kw, lr=row["optimizer.lr"])
+    return getattr(theory, name)(**kw, lr=row["optimizer.lr"])
 
 
 def _at_theory_step(rows) -> np.ndarray:
@@ -192,21 +192,24 @@ def bounds_vs_simulation_view(summary, curves, tuned) -> dict:
     """Per method (and batch size): the mean excess risk over seeds (and a 10–90% band)
     of the iterate its bound is about, next to the bound with the run's own parameters
     at every t. Minibatch SGD varies B, the echoed methods K."""
+    from echosim.training.methods import METHODS
+
     panels = []
-    for method in ("minibatch_sgd", "echoed_gd", "echoed_prox", "echoed_nesterov"):
+    for method in (m.name for m in METHODS.values() if m.bound is not None):
         rows_m = summary[summary["optimizer.method"] == method]
-        by_B = [(None, rows_m)] if method == "minibatch_sgd" else list(rows_m.groupby("optimizer.batch_size"))
+        column, words = _ITERATE[METHODS[method].iterate]
+        by_B = [(None, rows_m)] if METHODS[method].one_step else list(rows_m.groupby("optimizer.batch_size"))
         for (B, rows_B), theory_step in itertools.product(by_B, (True, False)):
             rows = rows_B[_at_theory_step(rows_B) == theory_step]
             if not len(rows):
                 continue
-            vary = "optimizer.batch_size" if method == "minibatch_sgd" else "optimizer.echo"
+            vary = "optimizer.batch_size" if METHODS[method].one_step else "optimizer.echo"
             items = []
             for value, g in rows.groupby(vary, sort=True):
                 c = curves[curves["run_id"].isin(set(g["run_id"]))]
                 by_run = [c[c["run_id"] == rid] for rid in g["run_id"]]
                 x = by_run[0]["batches"].to_numpy(dtype=float)
-                Y = np.vstack([r[_OUTPUT[method]].to_numpy(dtype=float) for r in by_run])
+                Y = np.vstack([r[column].to_numpy(dtype=float) for r in by_run])
                 keep = x > 0
                 label = f"B={int(value)}" if vary == "optimizer.batch_size" else f"K={int(value)}"
                 lo, hi = np.quantile(Y, BAND, axis=0)
@@ -218,7 +221,7 @@ def bounds_vs_simulation_view(summary, curves, tuned) -> dict:
                 items.append(item)
             lr = float(rows["optimizer.lr"].iloc[0])
             step = "bound's step" if theory_step else f"step {lr:g} (no bound)"
-            title = _TITLES[method] + ("" if B is None else f", B = {int(B)}") + f"\n{step}"
+            title = f"{METHODS[method].title}, {words}" + ("" if B is None else f", B = {int(B)}") + f"\n{step}"
             panels.append({"title": title, "curves": items, "theory_step": theory_step})
     return {"panels": panels, "T": int(summary["sweep.n_batches"].max()),
             "n_seeds": int(summary["repetition"].nunique()), "band": BAND}

@@ -131,16 +131,18 @@ def median_band(runs, x: str = "batches", y: str = "risk", q=(0.1, 0.9), label: 
             "label": f"{label}: {text}" if label else text}
 
 
-def _bound_fn(method: str):
+def _bound_fn(method: str, hyper: dict | None = None):
+    """The bound of the method table for `method` with hyper-parameters `hyper` (config keys), or None."""
     import theory
 
-    from echosim.training.optimizers import METHODS
+    from echosim.training.methods import METHODS
 
-    return getattr(METHODS.get(method), "bound", None), theory
+    row = METHODS.get(method)
+    return (None if row is None else row.bound_for(hyper or {})), theory
 
 
 def bound_curve(constants: dict, batch_size: int, echo: float, T, *, x=None, method: str = "echoed_gd",
-                lr: float | None = None, label: str | None = None) -> dict:
+                lr: float | None = None, label: str | None = None, hyper: dict | None = None) -> dict:
     """The theory bound on E[F(ŵ)] − F* after T fresh batches, placed at abscissae `x`.
 
     Parameters
@@ -149,11 +151,13 @@ def bound_curve(constants: dict, batch_size: int, echo: float, T, *, x=None, met
     batch_size, echo : B and K (a mean K_t for variable echo).
     T : fresh batches at each point (> 0).
     x : abscissae for the points (default T).
-    method : the optimizer method; echoed_gd/minibatch_sgd/echoed_sgd use
-        ``theory.echoed_gd_bound`` (with ``lr`` if lr <= 1/β, else its tuned form),
-        echoed_prox ``echoed_prox_bound``, echoed_nesterov ``echoed_agd_bound``.
+    method, hyper : the optimizer method and its hyper-parameters (config keys); its row
+        of `echosim.training.methods.METHODS` names the bound (echoed_gd and minibatch_sgd
+        ``theory.echoed_gd_bound``, with ``lr`` if lr <= 1/β, else its tuned form;
+        echoed_prox ``echoed_prox_bound``; echoed_nesterov with its own momentum schedule
+        ``echoed_agd_bound``); a method no theorem covers has none (ValueError).
     """
-    name, theory = _bound_fn(method)
+    name, theory = _bound_fn(method, hyper)
     if name is None:
         raise ValueError(f"no bound for method {method!r}")
     T = np.asarray(T, dtype=np.float64)
@@ -172,7 +176,7 @@ def bound_curve(constants: dict, batch_size: int, echo: float, T, *, x=None, met
 
 def overlay(runs, constants: dict, *, batch_size: int, echo: float | None = None, x: str = "batches",
             y: str = "risk", q=(0.1, 0.9), method: str = "echoed_gd", lr: float | None = None,
-            label: str | None = None) -> dict:
+            label: str | None = None, hyper: dict | None = None) -> dict:
     """Median trajectory with a labelled quantile band, and the matching bound, on one x-axis.
 
     `runs` are the simulated runs of one setting (Trajectories, dicts, or curves rows
@@ -201,8 +205,9 @@ def overlay(runs, constants: dict, *, batch_size: int, echo: float | None = None
                 warnings.simplefilter("ignore", RuntimeWarning)
                 T = np.nanmedian(Ts, axis=0)
     bound = None
-    if _bound_fn(method)[0] is not None:
-        bound = bound_curve(constants, batch_size, echo, T, x=band["x"], method=method, lr=lr, label=label)
+    if _bound_fn(method, hyper)[0] is not None:
+        bound = bound_curve(constants, batch_size, echo, T, x=band["x"], method=method, lr=lr, label=label,
+                            hyper=hyper)
     return {"median": band, "bound": bound}
 
 
@@ -366,7 +371,8 @@ def risk_vs_time_data(summary, curves, tuned, *, x: str | None = None, y: str | 
             label = f"K={K:g}, lr={row['optimizer.lr']:.3g}" if K is not None else f"lr={row['optimizer.lr']:.3g}"
             ov = overlay(sub, {"beta": srow["beta"], "rho": srow["rho"], "D": srow["D"]}, batch_size=int(B),
                          echo=K, x=x, y=y, q=q, method=str(srow["optimizer.method"]),
-                         lr=float(row["optimizer.lr"]), label=label)
+                         lr=float(row["optimizer.lr"]), label=label,
+                         hyper={k.removeprefix("optimizer."): srow[k] for k in srow.index if k.startswith("optimizer.")})
             overlays.append(ov)
         srow = summary[summary["optimizer.batch_size"] == B].iloc[0]
         target = _target_excess(srow)

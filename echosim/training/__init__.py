@@ -1,20 +1,26 @@
-"""The learner: problems and data sets (streams of fresh batches, exact risk, constants),
-optimizer specs, and `run(problem, optimizer, ...) -> Trajectory` over a Numba kernel.
+"""The learner: problems (streams of fresh batches, exact risk, constants), the loss
+table, the method table (optimizer specs), and the one driver, `run` / `run_many` /
+`start` over the Numba kernels.
 
 Pure layer: imports NumPy, SciPy, Numba and the pipeline layer only.
 """
 
-from echosim.training.optimizers import (
-    OPTIMIZERS,
+from echosim.training.losses import LOSSES, Loss
+from echosim.training.methods import (
+    METHODS,
+    EchoedAdam,
     EchoedGD,
+    EchoedHeavyBall,
     EchoedNesterov,
     EchoedProx,
     EchoedSGD,
+    Method,
     MinibatchSGD,
     Optimizer,
 )
-from echosim.training.problems import Dataset, LeastSquares, Logistic, Problem
-from echosim.training.runner import Trajectory, run, run_many
+from echosim.training.problems import PROBLEMS, Dataset, LeastSquares, Logistic, Problem
+from echosim.training.runner import Run, Trajectory, run, run_many, start, start_many
 
-__all__ = ["run", "run_many", "Trajectory", "Problem", "LeastSquares", "Logistic", "Dataset", "Optimizer", "MinibatchSGD",
-           "EchoedGD", "EchoedSGD", "EchoedNesterov", "EchoedProx", "OPTIMIZERS"]
+__all__ = ["run", "run_many", "start", "start_many", "Run", "Trajectory", "Problem", "LeastSquares", "Logistic",
+           "Dataset", "PROBLEMS", "Optimizer", "MinibatchSGD", "EchoedGD", "EchoedSGD", "EchoedNesterov", "EchoedProx",
+           "EchoedHeavyBall", "EchoedAdam", "Method", "METHODS", "Loss", "LOSSES"]

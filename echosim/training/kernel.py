@@ -1,50 +1,181 @@
 """Numba kernels of the echoed optimizers: arrays in, arrays out.
 
-One kernel, `echo_chunk`, runs a chunk of fresh batches. Everything random (the
-batches, the sub-batch rows) is drawn beforehand in NumPy and passed in; the
-optimizer state lives in caller-owned arrays so that a long run is a sequence of
-chunk calls. The Python facade is `echosim.training.runner.run`; the naive twin is
-`tests/naive.py`.
+`kernel_for(method, loss, wide)` gives the one kernel that runs a chunk of fresh
+batches for L iterates at once (L = 1 for a single run), specialised to one method
+(its update branch, by its code in `echosim.training.methods`), one loss (its
+gradient, by its code in `echosim.training.losses`) and one layout; the codes are
+constants of the compiled function, so a run compiles, and Numba's on-disk cache
+keeps, only the branches it uses. The layouts:
+
+- rows (``wide=False``): each iterate's gradient over the batch's rows in turn
+  (`run`, and `run_many` for the softmax loss);
+- wide (``wide=True``): the batch transposed once, the L gradients as matrix-matrix
+  products with rows innermost (`run_many` for margin losses). A column's arithmetic
+  does not depend on L or on its neighbours, so a run is bitwise the same whatever
+  shares the call.
+
+Everything random (the batches, the sub-batch rows) is drawn beforehand in NumPy and
+passed in; the optimizer state lives in caller-owned arrays, so a long run is a
+sequence of chunk calls. The Python facade is `echosim.training.runner`; the naive
+twin is ``tests/naive.py``.
 """
+
+import functools
 
 import numpy as np
 from numba import njit
 
-from echosim.training.codes import LOSS_LOGISTIC, LOSS_SOFTMAX, LOSS_SQUARED, METHOD_NESTEROV, METHOD_PROX
+from echosim.training.losses import deriv as _margin_deriv
+from echosim.training.losses import value as _margin_value
 from echosim.training.fast_exp import sigmoid
+from echosim.training.losses import LOGISTIC, SOFTMAX, SQUARED
+from echosim.training.methods import ADAM, GD, HEAVY_BALL, NESTEROV, PROX
 
 # Reassociation lets LLVM vectorise the dot products; no 'nnan'/'ninf', because
 # divergence is detected through non-finite iterates.
 _FASTMATH = {"reassoc", "contract", "nsz", "arcp"}
-_BLOCK = 32  # rows per block of `_logistic_grad`, a multiple of 4: 32 rows of X stay in L1 for d ≲ 150
+_BLOCK = 32  # rows per block of the logistic gradient, a multiple of 4: 32 rows of X stay in L1 for d ≲ 150
 
 
 @njit(cache=True, fastmath=_FASTMATH)
-def _dloss(z, y, loss):
-    """d/dz of the per-example loss at margin z: ½(z − y)² or log(1 + e^{−yz}) (binary).
-
-    The logistic derivative is −y·σ(−yz), without a branch or a library call, so
-    that a loop of it over rows (or learning rates) vectorises.
-    """
-    if loss == LOSS_SQUARED:
-        return z - y
+def _dlogistic(z, y):
+    """ℓ'(z) = −y·σ(−yz) of the binary logistic loss, without a branch or a library call,
+    so that a loop of it over rows (or learning rates) vectorises."""
     return -y * sigmoid(-y * z)
 
 
 @njit(cache=True, fastmath=_FASTMATH)
-def _add_row_grad(X, y, i, w, loss, scale, g):
-    """g += scale·ℓ'(x_i·w; y_i)·x_i for row i of (X, y)."""
-    z = w.dtype.type(0)  # in the data's precision: float32 data keeps float32 vector width
-    for j in range(w.shape[0]):
-        z += X[i, j] * w[j]
-    r = w.dtype.type(_dloss(z, y[i], loss) * scale)
-    for j in range(w.shape[0]):
-        g[j] += r * X[i, j]
+def _add_row_grad(X, y, i, P, l, loss, scale, G):
+    """G[l] += scale·ℓ'(x_i·w; y_i)·x_i for row i of (X, y) and the iterate w = P[l]."""
+    z = P.dtype.type(0)  # in the data's precision: float32 data keeps float32 vector width
+    for j in range(P.shape[1]):
+        z += X[i, j] * P[l, j]
+    r = P.dtype.type(_margin_deriv(z, y[i], loss) * scale)
+    for j in range(P.shape[1]):
+        G[l, j] += r * X[i, j]
+
+
+def _make_margin_grad(full: bool):
+    """`_margin_grad_full` (all rows of the batch, ``rows`` unused) or `_margin_grad_rows`
+    (the sub-batch ``rows``): one source, two compiled functions, so that the full-batch
+    body indexes rows directly (about 10% faster on the squared loss than through a
+    run-time branch or an index array)."""
+    FULL = full
+
+    @njit(cache=True, fastmath=_FASTMATH)
+    def margin_grad(X, y, rows, P, l, loss, G):
+        """G[l] += ∇ of the mean margin loss (ℓ' from `losses.deriv`) at P[l] over the batch's rows.
+
+        The squared loss's step is bound by loads, not arithmetic, so rows are taken four
+        at a time: one load of w serves four dot products, and g is read and written once
+        per four rows; the last n mod 4 rows go one by one. The four-row body is written
+        out here, with rows indexed in X, because a helper call or a row view per row
+        costs reference counting (atomic updates) that outweighs the arithmetic; for the
+        same reason the iterate and the gradient are rows l of 2-D arrays, not views.
+        """
+        n = X.shape[0] if FULL else rows.shape[0]
+        d = P.shape[1]
+        scale = 1.0 / n
+        zero = P.dtype.type(0)  # accumulate in the data's precision (float32 stays float32)
+        for j in range(d):
+            G[l, j] = zero
+        for k in range(0, n - n % 4, 4):
+            if FULL:
+                a, b, c, e = k, k + 1, k + 2, k + 3
+            else:
+                a, b, c, e = rows[k], rows[k + 1], rows[k + 2], rows[k + 3]
+            z0 = z1 = z2 = z3 = zero
+            for j in range(d):
+                z0 += X[a, j] * P[l, j]
+                z1 += X[b, j] * P[l, j]
+                z2 += X[c, j] * P[l, j]
+                z3 += X[e, j] * P[l, j]
+            r0 = P.dtype.type(_margin_deriv(z0, y[a], loss) * scale)
+            r1 = P.dtype.type(_margin_deriv(z1, y[b], loss) * scale)
+            r2 = P.dtype.type(_margin_deriv(z2, y[c], loss) * scale)
+            r3 = P.dtype.type(_margin_deriv(z3, y[e], loss) * scale)
+            for j in range(d):
+                G[l, j] += r0 * X[a, j] + r1 * X[b, j] + r2 * X[c, j] + r3 * X[e, j]
+        for k in range(n - n % 4, n):
+            _add_row_grad(X, y, k if FULL else rows[k], P, l, loss, scale, G)
+
+    return margin_grad
+
+
+_margin_grad_full = _make_margin_grad(True)
+_margin_grad_rows = _make_margin_grad(False)
+
+
+def _make_logistic_grad(full: bool):
+    """`_logistic_grad_full` / `_logistic_grad_rows`, as `_make_margin_grad`."""
+    FULL = full
+
+    @njit(cache=True, fastmath=_FASTMATH)
+    def logistic_grad(X, y, rows, P, l, G, r, labels):
+        """G[l] = ∇ of the mean logistic loss at P[l] over the batch's rows (all, or `rows`).
+
+        The exp in ℓ' costs more than a row's dot product, so rows go in blocks of
+        `_BLOCK`: the block's margins and labels into r and labels, then ℓ' over the
+        block in one loop, which LLVM vectorises, then g += Σ r_i x_i while the block's
+        rows are in L1. Margins and updates take rows four at a time, as in the margin
+        loss's body.
+        """
+        n = X.shape[0] if FULL else rows.shape[0]
+        d = P.shape[1]
+        scale = 1.0 / n
+        zero = P.dtype.type(0)  # accumulate in the data's precision (float32 stays float32)
+        for j in range(d):
+            G[l, j] = zero
+        for start in range(0, n, _BLOCK):
+            stop = min(start + _BLOCK, n)
+            fours = stop - (stop - start) % 4
+            for k in range(start, fours, 4):
+                if FULL:
+                    a, b, c, e = k, k + 1, k + 2, k + 3
+                else:
+                    a, b, c, e = rows[k], rows[k + 1], rows[k + 2], rows[k + 3]
+                z0 = z1 = z2 = z3 = zero
+                for j in range(d):
+                    z0 += X[a, j] * P[l, j]
+                    z1 += X[b, j] * P[l, j]
+                    z2 += X[c, j] * P[l, j]
+                    z3 += X[e, j] * P[l, j]
+                q = k - start
+                r[q], r[q + 1], r[q + 2], r[q + 3] = z0, z1, z2, z3
+                labels[q], labels[q + 1], labels[q + 2], labels[q + 3] = y[a], y[b], y[c], y[e]
+            for k in range(fours, stop):
+                i = k if FULL else rows[k]
+                z = zero
+                for j in range(d):
+                    z += X[i, j] * P[l, j]
+                r[k - start] = z
+                labels[k - start] = y[i]
+            for q in range(stop - start):  # contiguous r and labels: no gather, so it vectorises
+                r[q] = P.dtype.type(_dlogistic(r[q], labels[q]) * scale)
+            for k in range(start, fours, 4):
+                if FULL:
+                    a, b, c, e = k, k + 1, k + 2, k + 3
+                else:
+                    a, b, c, e = rows[k], rows[k + 1], rows[k + 2], rows[k + 3]
+                q = k - start
+                r0, r1, r2, r3 = r[q], r[q + 1], r[q + 2], r[q + 3]
+                for j in range(d):
+                    G[l, j] += r0 * X[a, j] + r1 * X[b, j] + r2 * X[c, j] + r3 * X[e, j]
+            for k in range(fours, stop):
+                i = k if FULL else rows[k]
+                for j in range(d):
+                    G[l, j] += r[k - start] * X[i, j]
+
+    return logistic_grad
+
+
+_logistic_grad_full = _make_logistic_grad(True)
+_logistic_grad_rows = _make_logistic_grad(False)
 
 
 @njit(cache=True, fastmath=_FASTMATH)
-def _softmax_grad(X, y, rows, w, g, logits):
-    """g += ∇ of the mean multinomial loss; w holds the C×d weights row-major, y the class.
+def _softmax_grad(X, y, rows, P, l, G, logits):
+    """G[l] = ∇ of the mean multinomial loss at w = P[l], the C×d weights row-major; y the class.
 
     Per example, with p = softmax(W x): the gradient is (p − e_y) ⊗ x.
     """
@@ -52,6 +183,8 @@ def _softmax_grad(X, y, rows, w, g, logits):
     n = X.shape[0] if full else rows.shape[0]
     d = X.shape[1]
     C = logits.shape[0]
+    w, g = P[l], G[l]
+    g[:] = 0.0
     for k in range(n):
         i = k if full else rows[k]
         top = -np.inf
@@ -73,110 +206,34 @@ def _softmax_grad(X, y, rows, w, g, logits):
                 g[c * d + j] += r * X[i, j]
 
 
-@njit(cache=True, fastmath=_FASTMATH)
-def _logistic_grad(X, y, rows, w, g, r, labels):
-    """g += ∇ of the mean logistic loss, over all rows of (X, y) or over `rows` if non-empty.
-
-    The exp in ℓ' costs more than a row's dot product, so rows go in blocks of
-    `_BLOCK`: the block's margins and labels into r and labels, then ℓ' over the
-    block in one loop, which LLVM vectorises, then g += Σ r_i x_i while the block's
-    rows are in L1. Margins and updates take rows four at a time, as in `_batch_grad`.
-    """
-    full = rows.shape[0] == 0
-    n = X.shape[0] if full else rows.shape[0]
-    scale = 1.0 / n
-    zero = w.dtype.type(0)  # accumulate in the data's precision (float32 stays float32)
-    for start in range(0, n, _BLOCK):
-        stop = min(start + _BLOCK, n)
-        fours = stop - (stop - start) % 4
-        for k in range(start, fours, 4):
-            if full:
-                a, b, c, e = k, k + 1, k + 2, k + 3
-            else:
-                a, b, c, e = rows[k], rows[k + 1], rows[k + 2], rows[k + 3]
-            z0 = z1 = z2 = z3 = zero
-            for j in range(w.shape[0]):
-                z0 += X[a, j] * w[j]
-                z1 += X[b, j] * w[j]
-                z2 += X[c, j] * w[j]
-                z3 += X[e, j] * w[j]
-            q = k - start
-            r[q], r[q + 1], r[q + 2], r[q + 3] = z0, z1, z2, z3
-            labels[q], labels[q + 1], labels[q + 2], labels[q + 3] = y[a], y[b], y[c], y[e]
-        for k in range(fours, stop):
-            i = k if full else rows[k]
-            z = zero
-            for j in range(w.shape[0]):
-                z += X[i, j] * w[j]
-            r[k - start] = z
-            labels[k - start] = y[i]
-        for q in range(stop - start):  # contiguous r and labels: no gather, so it vectorises
-            r[q] = w.dtype.type(_dloss(r[q], labels[q], LOSS_LOGISTIC) * scale)
-        for k in range(start, fours, 4):
-            if full:
-                a, b, c, e = k, k + 1, k + 2, k + 3
-            else:
-                a, b, c, e = rows[k], rows[k + 1], rows[k + 2], rows[k + 3]
-            q = k - start
-            r0, r1, r2, r3 = r[q], r[q + 1], r[q + 2], r[q + 3]
-            for j in range(w.shape[0]):
-                g[j] += r0 * X[a, j] + r1 * X[b, j] + r2 * X[c, j] + r3 * X[e, j]
-        for k in range(fours, stop):
-            i = k if full else rows[k]
-            for j in range(w.shape[0]):
-                g[j] += r[k - start] * X[i, j]
-
-
-@njit(cache=True, fastmath=_FASTMATH)
-def _batch_grad(X, y, rows, w, loss, l2, g, logits, r, labels):
-    """g ← ∇f_S(w) + l2·w, over all rows of (X, y), or over `rows` if non-empty.
-
-    The squared loss's step is bound by loads, not arithmetic, so rows are taken
-    four at a time: one load of w serves four dot products, and g is read and
-    written once per four rows; the last n mod 4 rows go one by one. The four-row
-    body is written out here, with rows indexed in X, because a helper call or a row
-    view per row costs reference counting (atomic updates) that outweighs the
-    arithmetic. The logistic loss goes to `_logistic_grad` (r and labels: its
-    scratch, `_BLOCK` long), the softmax loss to `_softmax_grad`.
-    """
-    g[:] = 0.0
-    if loss == LOSS_SOFTMAX:
-        _softmax_grad(X, y, rows, w, g, logits)
-        for j in range(w.shape[0]):
-            g[j] += l2 * w[j]
-        return
-    if loss == LOSS_LOGISTIC:
-        _logistic_grad(X, y, rows, w, g, r, labels)
-        if l2 != 0.0:
-            for j in range(w.shape[0]):
-                g[j] += l2 * w[j]
-        return
-    full = rows.shape[0] == 0
-    n = X.shape[0] if full else rows.shape[0]
-    scale = 1.0 / n
-    zero = w.dtype.type(0)  # accumulate in the data's precision (float32 stays float32)
-    for k in range(0, n - n % 4, 4):
-        if full:
-            a, b, c, e = k, k + 1, k + 2, k + 3
+@njit(cache=True)
+def _batch_loss(X, y, w, loss, l2, logits):
+    """f_S(w) = (1/B) Σ_i ℓ(w; z_i) over every row of the batch, plus (l2/2)‖w‖² (float64)."""
+    n, d = X.shape
+    total = 0.0
+    for i in range(n):
+        if loss == SOFTMAX:
+            C = logits.shape[0]
+            top = -np.inf
+            for c in range(C):
+                z = 0.0
+                for j in range(d):
+                    z += X[i, j] * w[c * d + j]
+                logits[c] = z
+                top = max(top, z)
+            s = 0.0
+            for c in range(C):
+                s += np.exp(logits[c] - top)
+            total += top + np.log(s) - logits[int(y[i])]
         else:
-            a, b, c, e = rows[k], rows[k + 1], rows[k + 2], rows[k + 3]
-        z0 = z1 = z2 = z3 = zero
-        for j in range(w.shape[0]):
-            z0 += X[a, j] * w[j]
-            z1 += X[b, j] * w[j]
-            z2 += X[c, j] * w[j]
-            z3 += X[e, j] * w[j]
-        r0 = w.dtype.type(_dloss(z0, y[a], loss) * scale)
-        r1 = w.dtype.type(_dloss(z1, y[b], loss) * scale)
-        r2 = w.dtype.type(_dloss(z2, y[c], loss) * scale)
-        r3 = w.dtype.type(_dloss(z3, y[e], loss) * scale)
-        for j in range(w.shape[0]):
-            g[j] += r0 * X[a, j] + r1 * X[b, j] + r2 * X[c, j] + r3 * X[e, j]
-    for k in range(n - n % 4, n):
-        _add_row_grad(X, y, k if full else rows[k], w, loss, scale, g)
-    if l2 != 0.0:
-        for j in range(w.shape[0]):
-            g[j] += l2 * w[j]
+            z = 0.0
+            for j in range(d):
+                z += X[i, j] * w[j]
+            total += _margin_value(z, y[i], loss)
+    sq = 0.0
+    for j in range(w.shape[0]):
+        sq += w[j] * w[j]
+    return total / n + 0.5 * l2 * sq
 
 
 @njit(cache=True, fastmath=_FASTMATH)
@@ -187,89 +244,16 @@ def _all_finite(w):
     return True
 
 
-@njit(cache=True, fastmath=_FASTMATH)
-def echo_chunk(
-    X, Y, K, lr, rows, method, loss, l2, momentum, lam,
-    w, w_prev, avg_sum, end_sum, counters,
-    log_at, log_steps, log_w, log_avg, log_end,
-):
-    """Run fresh batches X[t], Y[t] for K[t] steps each; return -1 or the diverged batch.
-
-    X (n, B, d), Y (n, B): the chunk's batches. K (n,): steps per batch. lr (n,):
-    learning rate per batch. rows (steps, b): sub-batch rows per step, or shape
-    (0, 0) for full-batch steps. momentum < 0 selects Nesterov's convex schedule
-    μ_k = k/(k+3), else μ_k = momentum. lam: proximal weight λ.
-
-    State, updated in place: w (last iterate x_k), w_prev (x_{k−1}, Nesterov),
-    avg_sum / end_sum (float64 sums of every step's and every batch end's
-    iterate), counters = [steps so far, batches so far].
-    Logging: after local batch log_at[j] (after local step log_at[j] if
-    `log_steps`), row j of log_w / log_avg / log_end receives the last iterate and
-    the two averages (the batch-end average over the batches finished so far).
-    """
-    d = w.shape[0]
-    g = np.empty_like(w)
-    ahead = np.empty_like(w)
-    anchor = np.empty_like(w)
-    logits = np.empty(w.shape[0] // X.shape[2], dtype=np.float64)  # softmax: C classes
-    r_block = np.empty(_BLOCK, dtype=w.dtype)  # logistic: a block's margins, then ℓ'
-    labels = np.empty(_BLOCK, dtype=Y.dtype)
-    no_rows = np.empty(0, dtype=np.int64)
-    step_in_chunk = 0
-    next_log = 0
-    for t in range(X.shape[0]):
-        eta = lr[t]
-        Xt = X[t]
-        Yt = Y[t]
-        if method == METHOD_PROX:
-            for j in range(d):  # not anchor[:] = w: an array-to-array slice copy compiles seconds of error text
-                anchor[j] = w[j]
-        for k_t in range(K[t]):
-            r = rows[step_in_chunk] if rows.shape[0] > 0 else no_rows
-            if method == METHOD_NESTEROV:
-                k = counters[0]
-                mu = k / (k + 3.0) if momentum < 0.0 else momentum
-                for j in range(d):
-                    ahead[j] = w[j] + mu * (w[j] - w_prev[j])
-                _batch_grad(Xt, Yt, r, ahead, loss, l2, g, logits, r_block, labels)
-                for j in range(d):
-                    w_prev[j] = w[j]
-                    w[j] = ahead[j] - eta * g[j]
-            else:
-                _batch_grad(Xt, Yt, r, w, loss, l2, g, logits, r_block, labels)
-                if method == METHOD_PROX:
-                    for j in range(d):
-                        g[j] += lam * (w[j] - anchor[j])
-                for j in range(d):
-                    w[j] -= eta * g[j]
-            for j in range(d):
-                avg_sum[j] += w[j]
-            counters[0] += 1
-            if log_steps and k_t < K[t] - 1:  # a batch's last step is logged once the batch ends
-                while next_log < log_at.shape[0] and log_at[next_log] == step_in_chunk:
-                    _log(w, avg_sum, end_sum, counters, log_w, log_avg, log_end, next_log)
-                    next_log += 1
-            step_in_chunk += 1
-        for j in range(d):
-            end_sum[j] += w[j]
-        counters[1] += 1
-        if not _all_finite(w):
-            return t
-        at = step_in_chunk - 1 if log_steps else t
-        while next_log < log_at.shape[0] and log_at[next_log] == at:
-            _log(w, avg_sum, end_sum, counters, log_w, log_avg, log_end, next_log)
-            next_log += 1
-    return -1
-
-
 @njit(cache=True)
-def _log(w, avg_sum, end_sum, counters, log_w, log_avg, log_end, row):
-    """Row `row` of the logs: the last iterate, the step average, the batch-end average
-    (the last iterate while no batch has ended yet)."""
-    for j in range(w.shape[0]):
-        log_w[row, j] = w[j]
-        log_avg[row, j] = avg_sum[j] / counters[0]
-        log_end[row, j] = end_sum[j] / counters[1] if counters[1] > 0 else w[j]
+def _log(W, avg_sum, end_sum, counters, log_w, log_avg, log_end, row):
+    """Row `row` of the logs, for each iterate: the last iterate, the step average, the
+    batch-end average (the last iterate while no batch has ended yet)."""
+    L, d = W.shape
+    for l in range(L):
+        for j in range(d):
+            log_w[row, l, j] = W[l, j]
+            log_avg[row, l, j] = avg_sum[l, j] / counters[0]
+            log_end[row, l, j] = end_sum[l, j] / counters[1] if counters[1] > 0 else W[l, j]
 
 
 @njit(cache=True)
@@ -284,31 +268,23 @@ def _transpose_rows(X, y, rows, Xt, yt):
 
 
 @njit(cache=True, fastmath=_FASTMATH)
-def _batch_grad_many(Xt, yt, W, loss, l2, G, Rt, Gt):
-    """G[:, l] ← ∇f_S(W[:, l]) + l2·W[:, l] for every column l of W (d, L): squared or binary loss.
-
-    The batch comes transposed, Xt (d, n) and yt (n,) (`_transpose_rows`), so that
-    the loops over its rows are innermost, long and vectorised. Margins, then ℓ',
-    go into Rt (Lp, n) four columns by four features at a time (one load and store
-    of a margin serves four multiply-adds); the gradient is a dot product over rows
-    into Gt (Lp, d), two columns by four features at a time. Lp is L rounded up to a
-    multiple of four; the extra columns repeat the last one's margins, so every
-    column goes through the same code and its result does not depend on L or on its
-    neighbours.
-    """
-    d, L = W.shape
+def _margins_many(Xt, W, Rt):
+    """Rt[l, q] ← x_q·w_l for every iterate (row l of W (L, d)) and row q of the batch
+    transposed, Xt (d, n): four iterates by four features at a time (one load and store
+    of a margin serves four multiply-adds). Rt has L rounded up to a multiple of four
+    rows; the extra ones repeat the last iterate's margins, so every iterate goes
+    through the same code and its result does not depend on L or on its neighbours."""
+    L, d = W.shape
     n = Xt.shape[1]
-    scale = 1.0 / n
-    zero = W.dtype.type(0)
     d4 = d - d % 4
     for l0 in range(0, Rt.shape[0], 4):
-        l1, l2_, l3 = min(l0 + 1, L - 1), min(l0 + 2, L - 1), min(l0 + 3, L - 1)
+        l1, l2, l3 = min(l0 + 1, L - 1), min(l0 + 2, L - 1), min(l0 + 3, L - 1)
         Rt[l0:l0 + 4, :n] = 0.0
         for j in range(0, d4, 4):
-            w00, w01, w02, w03 = W[j, l0], W[j, l1], W[j, l2_], W[j, l3]
-            w10, w11, w12, w13 = W[j + 1, l0], W[j + 1, l1], W[j + 1, l2_], W[j + 1, l3]
-            w20, w21, w22, w23 = W[j + 2, l0], W[j + 2, l1], W[j + 2, l2_], W[j + 2, l3]
-            w30, w31, w32, w33 = W[j + 3, l0], W[j + 3, l1], W[j + 3, l2_], W[j + 3, l3]
+            w00, w01, w02, w03 = W[l0, j], W[l1, j], W[l2, j], W[l3, j]
+            w10, w11, w12, w13 = W[l0, j + 1], W[l1, j + 1], W[l2, j + 1], W[l3, j + 1]
+            w20, w21, w22, w23 = W[l0, j + 2], W[l1, j + 2], W[l2, j + 2], W[l3, j + 2]
+            w30, w31, w32, w33 = W[l0, j + 3], W[l1, j + 3], W[l2, j + 3], W[l3, j + 3]
             for q in range(n):
                 x0, x1, x2, x3 = Xt[j, q], Xt[j + 1, q], Xt[j + 2, q], Xt[j + 3, q]
                 Rt[l0, q] = Rt[l0, q] + x0 * w00 + x1 * w10 + x2 * w20 + x3 * w30
@@ -316,20 +292,38 @@ def _batch_grad_many(Xt, yt, W, loss, l2, G, Rt, Gt):
                 Rt[l0 + 2, q] = Rt[l0 + 2, q] + x0 * w02 + x1 * w12 + x2 * w22 + x3 * w32
                 Rt[l0 + 3, q] = Rt[l0 + 3, q] + x0 * w03 + x1 * w13 + x2 * w23 + x3 * w33
         for j in range(d4, d):
-            w0, w1, w2, w3 = W[j, l0], W[j, l1], W[j, l2_], W[j, l3]
+            w0, w1, w2, w3 = W[l0, j], W[l1, j], W[l2, j], W[l3, j]
             for q in range(n):
                 x = Xt[j, q]
                 Rt[l0, q] += x * w0
                 Rt[l0 + 1, q] += x * w1
                 Rt[l0 + 2, q] += x * w2
                 Rt[l0 + 3, q] += x * w3
-        for l in range(l0, min(l0 + 4, L)):  # the extra columns are not used past their margins
-            if loss == LOSS_SQUARED:  # a loop per loss, with ℓ' fixed in each, so that both vectorise
-                for q in range(n):
-                    Rt[l, q] = W.dtype.type(_dloss(Rt[l, q], yt[q], LOSS_SQUARED) * scale)
-            else:
-                for q in range(n):
-                    Rt[l, q] = W.dtype.type(_dloss(Rt[l, q], yt[q], LOSS_LOGISTIC) * scale)
+
+
+@njit(cache=True, fastmath=_FASTMATH)
+def _dlogistic_many(Rt, yt, L, scale):
+    """Rt[l, q] ← ℓ'(Rt[l, q]; y_q)/n for the L iterates (logistic: a loop that vectorises)."""
+    for l in range(L):
+        for q in range(yt.shape[0]):
+            Rt[l, q] = Rt.dtype.type(_dlogistic(Rt[l, q], yt[q]) * scale)
+
+
+@njit(cache=True, fastmath=_FASTMATH)
+def _dmargin_many(Rt, yt, L, scale, loss):
+    """Rt[l, q] ← ℓ'(Rt[l, q]; y_q)/n for the L iterates (any margin loss, `losses.deriv`)."""
+    for l in range(L):
+        for q in range(yt.shape[0]):
+            Rt[l, q] = Rt.dtype.type(_margin_deriv(Rt[l, q], yt[q], loss) * scale)
+
+
+@njit(cache=True, fastmath=_FASTMATH)
+def _grad_many(Xt, Rt, L, G):
+    """G[l] ← Σ_q Rt[l, q]·x_q for the L iterates: dot products over the rows, two
+    iterates by four features at a time (G has Rt's rows; the extra one is scratch)."""
+    d, n = Xt.shape
+    zero = G.dtype.type(0)
+    d4 = d - d % 4
     for l in range(0, L, 2):
         for j in range(0, d4, 4):
             s00 = s01 = s02 = s03 = s10 = s11 = s12 = s13 = zero
@@ -344,117 +338,187 @@ def _batch_grad_many(Xt, yt, W, loss, l2, G, Rt, Gt):
                 s11 += r1 * x1
                 s12 += r1 * x2
                 s13 += r1 * x3
-            Gt[l, j], Gt[l, j + 1], Gt[l, j + 2], Gt[l, j + 3] = s00, s01, s02, s03
-            Gt[l + 1, j], Gt[l + 1, j + 1], Gt[l + 1, j + 2], Gt[l + 1, j + 3] = s10, s11, s12, s13
+            G[l, j], G[l, j + 1], G[l, j + 2], G[l, j + 3] = s00, s01, s02, s03
+            G[l + 1, j], G[l + 1, j + 1], G[l + 1, j + 2], G[l + 1, j + 3] = s10, s11, s12, s13
         for j in range(d4, d):
             s0 = s1 = zero
             for q in range(n):
                 s0 += Rt[l, q] * Xt[j, q]
                 s1 += Rt[l + 1, q] * Xt[j, q]
-            Gt[l, j], Gt[l + 1, j] = s0, s1
-    for j in range(d):
-        for l in range(L):
-            G[j, l] = Gt[l, j]
-    if l2 != 0.0:
-        for j in range(d):
-            for l in range(L):
-                G[j, l] += l2 * W[j, l]
-
-
-@njit(cache=True, fastmath=_FASTMATH)
-def echo_chunk_many(
-    X, Y, K, lr, rows, method, loss, l2, momentum, lam,
-    W, W_prev, avg_sum, end_sum, counters, diverged,
-    log_at, log_steps, log_w, log_avg, log_end,
-):
-    """`echo_chunk` for L iterates at once on the same batches: one column per learning rate.
-
-    lr (n, L): learning rate per batch and iterate. W, W_prev, avg_sum, end_sum (d, L):
-    the L optimizer states (columns); counters = [steps, batches] (shared: every
-    iterate takes the same steps). Logs (n_logs, d, L). diverged (L,): −1, or the
-    local batch at which that iterate first became non-finite (it is then carried
-    along, unused). Returns the number of iterates still finite. Squared and
-    binary logistic losses only.
-    """
-    d, L = W.shape
-    G = np.empty_like(W)
-    ahead = np.empty_like(W)
-    anchor = np.empty_like(W)
-    n = rows.shape[1] if rows.shape[0] > 0 else X.shape[1]
-    Lp = L + (-L) % 4
-    X_T = np.empty((d, n), dtype=W.dtype)  # the step's rows, transposed (`_transpose_rows`)
-    y_T = np.empty(n, dtype=Y.dtype)
-    Rt = np.empty((Lp, n), dtype=W.dtype)
-    Gt = np.empty((Lp, d), dtype=W.dtype)
-    no_rows = np.empty(0, dtype=np.int64)
-    step_in_chunk = 0
-    next_log = 0
-    alive = L
-    for t in range(X.shape[0]):
-        if rows.shape[0] == 0:  # full-batch steps: one copy per batch
-            _transpose_rows(X[t], Y[t], no_rows, X_T, y_T)
-        if method == METHOD_PROX:
-            for j in range(d):  # a loop, as in `echo_chunk`
-                for l in range(L):
-                    anchor[j, l] = W[j, l]
-        for k_t in range(K[t]):
-            if rows.shape[0] > 0:
-                _transpose_rows(X[t], Y[t], rows[step_in_chunk], X_T, y_T)
-            if method == METHOD_NESTEROV:
-                k = counters[0]
-                mu = k / (k + 3.0) if momentum < 0.0 else momentum
-                for j in range(d):
-                    for l in range(L):
-                        ahead[j, l] = W[j, l] + mu * (W[j, l] - W_prev[j, l])
-                _batch_grad_many(X_T, y_T, ahead, loss, l2, G, Rt, Gt)
-                for j in range(d):
-                    for l in range(L):
-                        W_prev[j, l] = W[j, l]
-                        W[j, l] = ahead[j, l] - lr[t, l] * G[j, l]
-            else:
-                _batch_grad_many(X_T, y_T, W, loss, l2, G, Rt, Gt)
-                if method == METHOD_PROX:
-                    for j in range(d):
-                        for l in range(L):
-                            G[j, l] += lam * (W[j, l] - anchor[j, l])
-                for j in range(d):
-                    for l in range(L):
-                        W[j, l] -= lr[t, l] * G[j, l]
-            for j in range(d):
-                for l in range(L):
-                    avg_sum[j, l] += W[j, l]
-            counters[0] += 1
-            if log_steps and k_t < K[t] - 1:
-                while next_log < log_at.shape[0] and log_at[next_log] == step_in_chunk:
-                    _log_many(W, avg_sum, end_sum, counters, log_w, log_avg, log_end, next_log)
-                    next_log += 1
-            step_in_chunk += 1
-        for j in range(d):
-            for l in range(L):
-                end_sum[j, l] += W[j, l]
-        counters[1] += 1
-        for l in range(L):
-            if diverged[l] < 0:
-                for j in range(d):
-                    if not np.isfinite(W[j, l]):
-                        diverged[l] = t
-                        alive -= 1
-                        break
-        if alive == 0:
-            return 0
-        at = step_in_chunk - 1 if log_steps else t
-        while next_log < log_at.shape[0] and log_at[next_log] == at:
-            _log_many(W, avg_sum, end_sum, counters, log_w, log_avg, log_end, next_log)
-            next_log += 1
-    return alive
+            G[l, j], G[l + 1, j] = s0, s1
 
 
 @njit(cache=True)
-def _log_many(W, avg_sum, end_sum, counters, log_w, log_avg, log_end, row):
-    """`_log` for the L columns of the state."""
-    d, L = W.shape
-    for j in range(d):
+def _first_losses(Xt, Yt, W, loss, l2, logits, first_loss, t):
+    """first_loss[t, l] ← f_S(W[l]) + (l2/2)‖W[l]‖², before the first step on batch t."""
+    for l in range(W.shape[0]):
+        first_loss[t, l] = _batch_loss(Xt, Yt, W[l], loss, l2, logits)
+
+
+@functools.lru_cache(maxsize=None)
+def kernel_for(method: int, loss: int, wide: bool, sub: bool = False, first: bool = False):
+    """The chunk kernel of one method code, loss code, layout, row set (`sub`: steps on
+    sub-batch rows, else on the whole batch) and whether it records first-step losses; see
+    the module docstring. The step's pieces are written out in the kernel, where the
+    constants prune them, rather than as helpers: each function Numba compiles on its own
+    costs it a fixed ~0.3 s, and a helper inlined by Numba is typed again in every kernel.
+
+    Called as ``kernel(X, Y, K, lr, rows, hyper, l2, W, S, avg_sum, end_sum, counters,
+    diverged, log_at, log_steps, log_w, log_avg, log_end, first_loss)``; returns the
+    number of iterates still finite. X (n, B, d), Y (n, B): the chunk's batches. K
+    (n,): steps per batch. lr (n, L): learning rate per batch and iterate. rows (steps,
+    b): sub-batch rows per step (`sub`), or shape (0, 0) for full-batch steps. hyper: the
+    method's parameters (`Optimizer.kernel_hyper`). l2: the problem's L2 weight.
+
+    State, updated in place: W (L, d) the iterates, S (n_state, L, d) the method's
+    extra state (its row's ``state``), avg_sum / end_sum (L, d) float64 sums of every
+    step's and every batch end's iterate, counters = [steps so far, batches so far]
+    (shared: every iterate takes the same steps), diverged (L,) −1 or the local batch
+    at which that iterate first became non-finite (it is then carried along, unused).
+    Logging: after local batch log_at[j] (after local step log_at[j] if `log_steps`),
+    row j of log_w / log_avg / log_end (n_logs, L, d) receives the last iterate and the
+    two averages. first_loss (n, L) with `first` (else shape (0, L), unused): the batch
+    loss f_{S_t}(w) + (l2/2)‖w‖² at each iterate before its first step on batch t.
+    """
+    if method not in (GD, NESTEROV, PROX, HEAVY_BALL, ADAM) or loss not in (SQUARED, LOGISTIC, SOFTMAX):
+        raise ValueError(f"no kernel for method code {method!r} and loss code {loss!r}")
+    if wide and loss == SOFTMAX:
+        raise ValueError("the wide layout takes margin losses only")
+    METHOD, LOSS, WIDE, SUB, FIRST = int(method), int(loss), bool(wide), bool(sub), bool(first)
+
+    @njit(cache=True, fastmath=_FASTMATH, error_model="numpy")  # no zero-division checks (Adam's ε > 0)
+    def echo_chunk(X, Y, K, lr, rows, hyper, l2, W, S, avg_sum, end_sum, counters, diverged,
+                   log_at, log_steps, log_w, log_avg, log_end, first_loss):
+        L, d = W.shape
+        Lp = L + (-L) % 4
+        n = rows.shape[1] if SUB else X.shape[1]
+        G = np.empty((Lp if WIDE else L, d), dtype=W.dtype)
+        P = W  # the point the gradient is taken at: Nesterov's look-ahead, else the iterate
+        if METHOD == NESTEROV:
+            P = np.empty_like(W)
+        anchor = W  # the prox centre w_{t−1}
+        if METHOD == PROX:
+            anchor = np.empty_like(W)
+        X_T = np.empty((d if WIDE else 0, n), dtype=W.dtype)  # wide: the step's rows, transposed
+        y_T = np.empty(n if WIDE else 0, dtype=Y.dtype)
+        Rt = np.empty((Lp if WIDE else 0, n), dtype=W.dtype)
+        logits = np.empty(max(1, d // X.shape[2]), dtype=np.float64)  # softmax: C classes
+        r_block = np.empty(_BLOCK, dtype=W.dtype)  # logistic rows: a block's margins, then ℓ'
+        labels = np.empty(_BLOCK, dtype=Y.dtype)
+        no_rows = np.empty(0, dtype=np.int64)
+        step_in_chunk = 0
+        next_log = 0
+        alive = 0
         for l in range(L):
-            log_w[row, j, l] = W[j, l]
-            log_avg[row, j, l] = avg_sum[j, l] / counters[0]
-            log_end[row, j, l] = end_sum[j, l] / counters[1] if counters[1] > 0 else W[j, l]
+            if diverged[l] < 0:
+                alive += 1
+        for t in range(X.shape[0]):
+            Xt = X[t]
+            Yt = Y[t]
+            if FIRST:
+                _first_losses(Xt, Yt, W, LOSS, l2, logits, first_loss, t)
+            if METHOD == PROX:
+                for l in range(L):
+                    for j in range(d):  # not anchor[:] = W: an array-to-array slice copy compiles seconds of error text
+                        anchor[l, j] = W[l, j]
+            if WIDE:
+                if not SUB:  # full-batch steps: one copy per batch
+                    _transpose_rows(Xt, Yt, no_rows, X_T, y_T)
+            for k_t in range(K[t]):
+                r = rows[step_in_chunk] if SUB else no_rows
+                k = counters[0]
+                if METHOD == NESTEROV:  # the look-ahead y = x + μ_k(x − x_prev)
+                    mu = k / (k + 3.0) if hyper[0] < 0.0 else hyper[0]
+                    for l in range(L):
+                        for j in range(d):
+                            P[l, j] = W[l, j] + mu * (W[l, j] - S[0, l, j])
+                # ---- G ← ∇f_S at P (+ l2·P)
+                if WIDE:
+                    if SUB:
+                        _transpose_rows(Xt, Yt, r, X_T, y_T)
+                    _margins_many(X_T, P, Rt)
+                    if LOSS == LOGISTIC:
+                        _dlogistic_many(Rt, y_T, L, 1.0 / n)
+                    else:
+                        _dmargin_many(Rt, y_T, L, 1.0 / n, LOSS)
+                    _grad_many(X_T, Rt, L, G)
+                else:
+                    for l in range(L):
+                        if LOSS == SOFTMAX:
+                            _softmax_grad(Xt, Yt, r, P, l, G, logits)
+                        elif LOSS == LOGISTIC:
+                            if SUB:
+                                _logistic_grad_rows(Xt, Yt, r, P, l, G, r_block, labels)
+                            else:
+                                _logistic_grad_full(Xt, Yt, r, P, l, G, r_block, labels)
+                        elif SUB:
+                            _margin_grad_rows(Xt, Yt, r, P, l, LOSS, G)
+                        else:
+                            _margin_grad_full(Xt, Yt, r, P, l, LOSS, G)
+                if l2 != 0.0:
+                    for l in range(L):
+                        for j in range(d):
+                            G[l, j] += l2 * P[l, j]
+                # ---- the method's update
+                if METHOD == GD:  # w ← w − ηg
+                    for l in range(L):
+                        eta = lr[t, l]
+                        for j in range(d):
+                            W[l, j] -= eta * G[l, j]
+                elif METHOD == NESTEROV:  # x_prev ← x, x ← y − ηg
+                    for l in range(L):
+                        eta = lr[t, l]
+                        for j in range(d):
+                            S[0, l, j] = W[l, j]
+                            W[l, j] = P[l, j] - eta * G[l, j]
+                elif METHOD == PROX:  # a step on f_S + (λ/2)‖w − w_{t−1}‖²
+                    lam = hyper[0]
+                    for l in range(L):
+                        eta = lr[t, l]
+                        for j in range(d):
+                            G[l, j] += lam * (W[l, j] - anchor[l, j])
+                            W[l, j] -= eta * G[l, j]
+                elif METHOD == HEAVY_BALL:  # torch's SGD momentum: v ← μv + g, w ← w − ηv
+                    mu = hyper[0]
+                    for l in range(L):
+                        eta = lr[t, l]
+                        for j in range(d):
+                            S[0, l, j] = mu * S[0, l, j] + G[l, j]
+                            W[l, j] -= eta * S[0, l, j]
+                else:  # torch's Adam at global step k: m, v and w ← w − (η/(1−β₁^{k+1}))·m/(√v/√(1−β₂^{k+1}) + ε)
+                    beta1, beta2, eps = hyper[0], hyper[1], hyper[2]
+                    bias1 = 1.0 - beta1 ** (k + 1.0)
+                    root2 = np.sqrt(1.0 - beta2 ** (k + 1.0))
+                    for l in range(L):
+                        step = lr[t, l] / bias1
+                        for j in range(d):
+                            gj = G[l, j]
+                            S[0, l, j] = beta1 * S[0, l, j] + (1.0 - beta1) * gj
+                            S[1, l, j] = beta2 * S[1, l, j] + (1.0 - beta2) * (gj * gj)
+                            W[l, j] -= step * (S[0, l, j] / (np.sqrt(S[1, l, j]) / root2 + eps))
+                for l in range(L):
+                    for j in range(d):
+                        avg_sum[l, j] += W[l, j]
+                counters[0] += 1
+                if log_steps and k_t < K[t] - 1:  # a batch's last step is logged once the batch ends
+                    while next_log < log_at.shape[0] and log_at[next_log] == step_in_chunk:
+                        _log(W, avg_sum, end_sum, counters, log_w, log_avg, log_end, next_log)
+                        next_log += 1
+                step_in_chunk += 1
+            for l in range(L):
+                for j in range(d):
+                    end_sum[l, j] += W[l, j]
+            counters[1] += 1
+            for l in range(L):
+                if diverged[l] < 0 and not _all_finite(W[l]):
+                    diverged[l] = t
+                    alive -= 1
+            if alive == 0:
+                return 0
+            at = step_in_chunk - 1 if log_steps else t
+            while next_log < log_at.shape[0] and log_at[next_log] == at:
+                _log(W, avg_sum, end_sum, counters, log_w, log_avg, log_end, next_log)
+                next_log += 1
+        return alive
+
+    return echo_chunk

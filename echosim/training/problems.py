@@ -4,7 +4,7 @@ A problem draws i.i.d. examples; fresh batch t is a pure function of
 (seed, t, batch size), so runs that share a seed see the same batches whatever
 their echo factor, policy or optimizer (common random numbers).
 
-Losses, per example z = (x, y) with margin x·w:
+Losses (the table `echosim.training.losses.LOSSES`), per example z = (x, y) with margin x·w:
   squared   ℓ(w; z) = ½(x·w − y)²
   logistic  ℓ(w; z) = log(1 + exp(−y·x·w)),  y ∈ {−1, +1}
   softmax   ℓ(W; z) = log Σ_c exp(W_c·x) − W_y·x,  y ∈ {0, …, C−1}  (`Dataset` only;
@@ -27,6 +27,7 @@ import numpy as np
 
 from echosim.pipeline.sizes import check_fits
 from echosim.training import logistic_risk as _logistic_risk
+from echosim.training.losses import LOSSES, get_loss
 
 EVAL_SEED = 0
 """Seed of a `Dataset`'s evaluation subsample (``eval_rows``): one subsample for every run."""
@@ -37,7 +38,6 @@ BATCHES_PER_BLOCK = 16
 STREAM_DATA = 0
 STREAM_OPTIMIZER = 1
 
-LOSSES = ("squared", "logistic", "softmax")
 DESIGNS = ("gaussian", "sphere")
 
 
@@ -413,7 +413,7 @@ class Dataset(Problem):
     Notes
     -----
     The losses and derivatives of "logistic" and "squared" are summed in a fixed
-    order (`echosim.training.dataset_risk`), so F*, w* and every logged risk are the
+    order (`echosim.training.losses`), so F*, w* and every logged risk are the
     same bits whatever BLAS threading the process has; "softmax" uses NumPy's BLAS.
     """
 
@@ -426,7 +426,7 @@ class Dataset(Problem):
             raise ValueError(f"y must have shape ({X.shape[0]},) to match X, got {y.shape}")
         if not (np.all(np.isfinite(X)) and np.all(np.isfinite(y))):
             raise ValueError("X and y must be finite (found NaN or inf)")
-        self.loss = _choice("loss", loss, LOSSES)
+        self.loss = get_loss(loss).name
         if self.loss == "logistic" and not np.all(np.abs(y) == 1):
             raise ValueError("y must be in {-1, +1} for the logistic loss (map 0/1 labels with 2*y - 1)")
         self.n_classes = 1
@@ -478,53 +478,15 @@ class Dataset(Problem):
         idx = rng.integers(0, self.X.shape[0], size=n)
         return self.X[idx], self.y[idx]
 
-    def _mean_losses(self, W):
-        """(1/n) Σ_i ℓ_i(w) over the evaluation rows for the m parameter vectors in W (m, dim)."""
-        X, y = self._eval
-        if self.loss != "softmax":
-            from echosim.training import dataset_risk
-
-            step = max(1, 2**15 // X.shape[1])  # keep the iterates' block in cache
-            return np.concatenate([dataset_risk.mean_losses(X, y, np.ascontiguousarray(W[i:i + step].T),
-                                                            dataset_risk.LOSS_CODES[self.loss])
-                                   for i in range(0, W.shape[0], step)])
-        out = np.empty(W.shape[0])
-        step = max(1, 2**24 // (X.shape[0] * self.n_classes))  # bound the margin block to ~128 MB
-        for i in range(0, W.shape[0], step):
-            Z = np.einsum("nd,mcd->nmc", X, W[i:i + step].reshape(-1, self.n_classes, X.shape[1]))
-            label = y.astype(np.intp)
-            losses = np.logaddexp.reduce(Z, axis=2) - Z[np.arange(len(label)), :, label]
-            out[i:i + step] = losses.mean(axis=0)
-        return out
-
     def risk(self, W):
         W = _check_W(W, self.dim)
-        return self._mean_losses(W) + 0.5 * self.l2 * (W**2).sum(axis=1)
+        X, y = self._eval
+        return LOSSES[self.loss].mean_losses(X, y, W) + 0.5 * self.l2 * (W**2).sum(axis=1)
 
     def _grad_hess(self, w):
         X, y = self._eval
-        n, d = X.shape
-        if self.loss != "softmax":
-            from echosim.training import dataset_risk
-
-            g, H = dataset_risk.grad_hess(X, y, np.ascontiguousarray(w), dataset_risk.LOSS_CODES[self.loss])
-            return g + self.l2 * w, H + self.l2 * np.eye(d)
-        C = self.n_classes
-        Z = X @ w.reshape(C, d).T
-        P = np.exp(Z - Z.max(axis=1, keepdims=True))
-        P /= P.sum(axis=1, keepdims=True)
-        R = P.copy()
-        R[np.arange(n), y.astype(np.intp)] -= 1.0
-        g = (R.T @ X).ravel() / n + self.l2 * w
-        # Hessian blocks H_{ab} = (1/n) Σ_i (p_a δ_ab − p_a p_b) x_i x_iᵀ
-        H = np.empty((C * d, C * d))
-        for a in range(C):
-            for b in range(a, C):
-                weight = P[:, a] * ((a == b) - P[:, b])
-                block = (X * weight[:, None]).T @ X / n
-                H[a * d:(a + 1) * d, b * d:(b + 1) * d] = block
-                H[b * d:(b + 1) * d, a * d:(a + 1) * d] = block.T
-        return g, H + self.l2 * np.eye(C * d)
+        g, H = LOSSES[self.loss].grad_hess(X, y, w)
+        return g + self.l2 * w, H + self.l2 * np.eye(self.dim)
 
     def _separable(self) -> bool:
         """True if some w has y_i x_i·w ≥ 1 for every row (then F has no minimiser)."""
@@ -586,18 +548,13 @@ class Dataset(Problem):
         D = self.distance(w0)
         norms = np.linalg.norm(self.X, axis=1)
         reg = self.l2 * (float(np.linalg.norm(self.w_star)) + D)
-        if self.loss == "squared":
-            beta = float((norms**2).max())
-            rho = float((norms * (np.abs(_margins(self.X, self.w_star) - self.y) + norms * D)).max())
-        elif self.loss == "logistic":
-            beta, rho = float((norms**2).max()) / 4, float(norms.max())
-        else:
-            beta, rho = float((norms**2).max()) / 2, math.sqrt(2.0) * float(norms.max())
+        residuals = _margins(self.X, self.w_star) - self.y if self.loss == "squared" else None
+        beta, rho = LOSSES[self.loss].constants(norms, residuals, D)
         return {"beta": beta + self.l2, "rho": rho + reg, "D": D}
 
 
 def _margins(X, w):
-    from echosim.training.dataset_risk import margins
+    from echosim.training.losses import margins
 
     return margins(X, np.ascontiguousarray(w))
 

@@ -1,34 +1,47 @@
-"""run(problem, optimizer, ...) → Trajectory: one optimizer on one stream of fresh batches.
+"""One driver for runs of one optimizer or of L learning rates at once, advanced whole
+(`run`, `run_many`) or block by block (`start`, `start_many`, then `Run.advance`).
 
-The step counts K_t come from `echo`: an int (every batch), an array (one per
-batch), or a pipeline `Schedule`, which also gives the simulated wall-clock time
-of every step. Batches are generated in chunks and fed to the Numba kernel, whose
-state carries over from chunk to chunk, so memory stays bounded for long runs.
+The step counts K_t come from `echo`: an int (every batch), an array (one per batch),
+or a pipeline `Schedule`, which also gives the simulated wall-clock time of every
+step; a block-wise run takes the K_t of each block as it goes (and, optionally, the
+end time of each step). Batches are generated in chunks and fed to the Numba kernel
+(`echosim.training.kernel`, specialised to the run's method, loss and layout), whose
+state carries over from chunk to chunk and from block to block, so memory stays
+bounded for long runs and a run advanced in blocks is bitwise the run advanced at once.
 """
 
 from __future__ import annotations
 
+import math
+import os
+import sys
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from echosim.pipeline.schedule import Schedule, echo_schedule
 from echosim.pipeline.sizes import check_fits
-from echosim.training.codes import LOSS_CODES
-from echosim.training.optimizers import EchoedNesterov, EchoedSGD, Optimizer, learning_rates
+from echosim.training.losses import get_loss
+from echosim.training.methods import METHODS, Optimizer, get_method, learning_rates
 from echosim.training.problems import BATCHES_PER_BLOCK, STREAM_OPTIMIZER, Problem, block_rng
+
+__all__ = ["Trajectory", "Run", "run", "run_many", "start", "start_many", "log_points", "compile_kernels",
+           "kernel_key", "kernel_cached"]
 
 CHUNK_BYTES = 1 << 20
 """Target size of the batch data generated at once (at least one block): small enough that
 the kernel reads the batches from cache right after they are drawn."""
 
-AUTO_LOG_ALL = 1000
-"""With log="auto", runs up to this many batches log every batch; longer ones log-spaced."""
-
-AUTO_LOG_POINTS = 400
+AUTO_LOG_MAX = 2000
+"""log="auto": log every ⌈n/2000⌉ units (and the last), so at most about 2000 points:
+the one rule for `run` and for sweeps (`echosim.experiments.assemble`)."""
 
 DIVERGENCE_FACTOR = 100.0
 """A run diverges where the last iterate's excess risk exceeds this multiple of F(w₀)."""
+
+QUIET_ENV = "ECHOSIM_QUIET"
+"""Set to 1 to silence the line a run prints on stderr when it must compile its kernels."""
 
 
 @dataclass(frozen=True)
@@ -37,10 +50,13 @@ class Trajectory:
 
     ``batches[i]`` fresh batches had been consumed at log point i (point 0 is w₀),
     ``steps[i]`` optimizer steps taken, ``time[i]`` the simulated wall-clock time
-    (None without a pipeline schedule). ``risk`` is the last iterate's excess risk,
-    ``risk_avg`` the uniform average of every step's iterate, ``risk_end_avg`` the
-    average of batch-end iterates. A run that diverged (see `run`) has status
-    "diverged" and stops at its last logged point before the divergence.
+    (None without a clock). ``risk`` is the last iterate's excess risk, ``risk_avg``
+    the uniform average of every step's iterate, ``risk_end_avg`` the average of
+    batch-end iterates. A run that diverged (see `run`) has status "diverged" and
+    stops at its last logged point before the divergence. ``first_loss`` (with
+    ``first_loss=True``): per fresh batch t, the minibatch loss f_t(w_t) at the iterate
+    before the first step on it (plus the l2 term), what a training loop's forward
+    pass reports; None otherwise.
     """
 
     batches: np.ndarray
@@ -54,6 +70,7 @@ class Trajectory:
     w_avg: np.ndarray
     diverged_at: int | None = None
     info: dict = field(default_factory=dict)
+    first_loss: np.ndarray | None = None
 
     def __len__(self):
         return len(self.batches)
@@ -73,6 +90,17 @@ class Trajectory:
         )
         return out
 
+    def to_frame(self):
+        """The logged points as a pandas DataFrame (one row per point; pandas: the ``sweep`` extra)."""
+        try:
+            import pandas as pd  # an optional library, imported here only (tests/test_layers.py)
+        except ImportError:
+            raise ImportError("Trajectory.to_frame needs pandas: pip install 'echosim[sweep]'") from None
+        columns = {"batches": self.batches, "steps": self.steps,
+                   "time": np.full(len(self), np.nan) if self.time is None else self.time,
+                   "risk": self.risk, "risk_avg": self.risk_avg, "risk_end_avg": self.risk_end_avg}
+        return pd.DataFrame(columns)
+
 
 def _int_arg(name, value, minimum):
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
@@ -89,36 +117,51 @@ def _as_schedule(echo, n_batches) -> Schedule:
     return echo_schedule(echo, n_batches)
 
 
-def log_points(log, n_batches: int) -> np.ndarray:
-    """Batch counts 1..T after which to log: "auto", "all", a count (log-spaced) or an array."""
+def log_points(log, n: int) -> np.ndarray:
+    """Counts 1..n (fresh batches, or steps) after which to log, always with n: "auto"
+    (every ⌈n/`AUTO_LOG_MAX`⌉), "all", a count (that many log-spaced) or an array."""
     if isinstance(log, str):
-        if log == "all" or (log == "auto" and n_batches <= AUTO_LOG_ALL):
-            return np.arange(1, n_batches + 1, dtype=np.int64)
+        if log == "all":
+            return np.arange(1, n + 1, dtype=np.int64)
         if log != "auto":
             raise ValueError(f"log must be 'auto', 'all', a count or an array of batch counts, got {log!r}")
-        log = AUTO_LOG_POINTS
+        every = max(1, math.ceil(n / AUTO_LOG_MAX))
+        return np.union1d(np.arange(every, n + 1, every, dtype=np.int64), [n]).astype(np.int64)
     if np.ndim(log) == 0:
-        n = _int_arg("log", log, 1)
-        pts = np.unique(np.round(np.geomspace(1, n_batches, num=min(n, n_batches))).astype(np.int64))
+        count = _int_arg("log", log, 1)
+        pts = np.unique(np.round(np.geomspace(1, n, num=min(count, n))).astype(np.int64))
     else:
+        pts = _explicit_points(log, n)
+    return np.union1d(pts, [n]).astype(np.int64)
+
+
+def _explicit_points(log, n=None) -> np.ndarray:
+    try:
         pts = np.unique(np.asarray(log, dtype=np.int64))
-        if pts.size and (pts[0] < 1 or pts[-1] > n_batches):
-            raise ValueError(f"log: batch counts must lie in [1, {n_batches}]")
-    return np.union1d(pts, [n_batches]).astype(np.int64)
+    except (TypeError, ValueError):
+        raise ValueError(f"log must be 'auto', 'all', a count or an array of batch counts, got {log!r}") from None
+    if pts.size and (pts[0] < 1 or (n is not None and pts[-1] > n)):
+        raise ValueError(f"log: batch counts must lie in [1, {'n' if n is None else n}]")
+    return pts
 
 
 def _sub_batch_rows(optimizer, seed, K, start, stop, B):
-    """Sub-batch rows for every step of batches start..stop−1 (block-keyed, so reproducible)."""
+    """Sub-batch rows for every step of batches start..stop−1, from block-keyed generators
+    (one per 16 fresh batches): what a whole run draws; `Run` draws the same rows block
+    by block (tests/training/test_runner.py holds them equal)."""
     b = optimizer.sub_batch
     out = []
     for first in range(start, stop, BATCHES_PER_BLOCK):
         rng = block_rng(seed, STREAM_OPTIMIZER, first // BATCHES_PER_BLOCK)
         n = int(K[first : min(first + BATCHES_PER_BLOCK, stop)].sum())
-        if optimizer.replace:
-            out.append(rng.integers(0, B, size=(n, b)))
-        else:
-            out.append(np.argsort(rng.random((n, B)), axis=1)[:, :b])
+        out.append(_draw_rows(rng, n, b, B, optimizer.replace))
     return np.ascontiguousarray(np.concatenate(out), dtype=np.int64)
+
+
+def _draw_rows(rng, n, b, B, replace):
+    if replace:
+        return rng.integers(0, B, size=(n, b))
+    return np.argsort(rng.random((n, B)), axis=1)[:, :b]
 
 
 def chunk_batches(batch_size: int, dim: int, itemsize: int) -> int:
@@ -127,276 +170,417 @@ def chunk_batches(batch_size: int, dim: int, itemsize: int) -> int:
     return max(BATCHES_PER_BLOCK, n // BATCHES_PER_BLOCK * BATCHES_PER_BLOCK)
 
 
-def run(problem: Problem, optimizer: Optimizer, *, batch_size: int, echo=1, n_batches: int | None = None,
-        seed: int = 0, dtype="float64", log="auto", log_unit: str = "batch", w0=None) -> Trajectory:
-    """Run `optimizer` on `problem` for T fresh batches of size B with K_t steps each.
+def kernel_key(method: str, loss: str, many: bool, first_loss: bool = False) -> str:
+    """The name of the kernel a run of `method` on `loss` uses (`run_many` if `many`; one
+    recording first-step losses if `first_loss`), e.g. ``"echoed_gd:logistic:wide"``: what
+    `compile_kernels` and `kernel_cached` take."""
+    get_method(method)
+    layout = "wide" if many and get_loss(loss).margin else "rows"
+    return f"{method}:{loss}:{layout}" + (":first_loss" if first_loss else "")
 
-    Parameters
-    ----------
-    problem : Problem
-        LeastSquares, Logistic or Dataset.
-    optimizer : Optimizer
-        MinibatchSGD, EchoedGD, EchoedSGD, EchoedNesterov or EchoedProx.
-    batch_size : int
-        B, examples per fresh batch.
-    echo : Schedule, int, or array of int
-        The pipeline schedule that says how many steps use each fresh batch (and,
-        when simulated, the wall-clock time of every step); K or K_t per batch as a
-        shorthand for `echosim.pipeline.echo_schedule(echo, n_batches)`.
-    n_batches : int, optional
-        T; optional when echo is an array or a Schedule.
-    seed : int
-        The data seed: fresh batch t is a pure function of (seed, t, B).
-    dtype : {"float64", "float32"}
-        Precision of the data and the iterate.
-    log : "auto", "all", int or array of int
-        Where to log: every batch up to 1000 batches then 400 log-spaced points
-        ("auto"), every batch, a number of log-spaced points, or the batch counts
-        themselves, in units of `log_unit`.
-    log_unit : {"batch", "step"}
-        Log after fresh batches (log points count batches) or after optimizer
-        steps (log points count steps), so time to a target can be resolved
-        within a batch. Under example echoing every step is its own unit.
-    w0 : array, optional
-        The starting point (default 0).
 
-    Returns
-    -------
-    Trajectory
-        Excess risk of the last, averaged and batch-end-averaged iterates at the
-        logged points, with step counts, simulated time and status.
+def _kernel(key: str):
+    method, loss, layout, *first = key.split(":")
+    row = get_method(method)
+    return _kernel_of(row.code, get_loss(loss).code, layout == "wide", row.sub_batches, first == ["first_loss"])
 
-    Divergence
-    ----------
-    The same rule for every problem: the run has status "diverged" at the first
-    logged point where the last iterate's excess risk F(w) − F* exceeds
-    ``DIVERGENCE_FACTOR`` (100) times the initial risk F(w₀), or where any of the
-    three risks is not finite, or as soon as the iterate itself overflows (checked
-    after every fresh batch). The trajectory stops at the last point before it and
-    ``diverged_at`` gives the fresh batch of that point. F(w₀) > 0 for every loss
-    here, so the rule is scale-free; a converging run never comes near it (its risk
-    stays within a few times F(w₀)), while a least-squares run above the stability
-    limit grows geometrically and a logistic one linearly, both far past it.
+
+def _kernel_of(method_code, loss_code, wide, sub, first):
+    from echosim.training.kernel import kernel_for  # compiles on first call, not at import
+
+    return kernel_for(method_code, loss_code, wide, sub, first)
+
+
+# --------------------------------------------------------------------------- compile notice
+
+
+@contextmanager
+def _compile_notice(quiet: bool):
+    """Say once on stderr, when Numba starts compiling inside the block, that it does
+    (loading from Numba's cache says nothing); silent with `quiet` or $ECHOSIM_QUIET=1."""
+    if quiet or os.environ.get(QUIET_ENV, "") not in ("", "0"):
+        yield
+        return
+    from numba.core import event
+
+    class _Notice(event.Listener):
+        said = False
+
+        def on_start(self, ev):
+            if not self.said:
+                self.said = True
+                print("echosim: compiling the Numba kernels this run uses (once per machine: later runs load "
+                      f"them from the cache; {QUIET_ENV}=1 or quiet=True silences this)", file=sys.stderr, flush=True)
+
+        def on_end(self, ev):
+            pass
+
+    with event.install_listener("numba:compile", _Notice()):
+        yield
+
+
+# --------------------------------------------------------------------------- the driver
+
+
+class Run:
+    """A run in progress: its iterates and every piece of state, advanced block by block.
+
+    Made by `start` (one optimizer) or `start_many` (L learning rates of one method);
+    `advance` runs the next fresh batches, `trajectory` / `trajectories` give the
+    result so far. Whatever the blocks, the result is bitwise that of one `run` over
+    the same K_t: the iterate, the method's state (momentum, Adam's moments and step
+    count), the averaging sums, the learning-rate position, the log positions and the
+    divergence status all carry over. `run` and `run_many` are one `advance` over the
+    whole schedule.
     """
-    S = _prepare(problem, optimizer, batch_size, echo, n_batches, seed, dtype, log, log_unit, w0)
-    from echosim.training.kernel import echo_chunk  # compiles on first use, not at import
 
-    d, dtype, logs, feed = problem.dim, S.dtype, S.logs, S.feed
-    w = S.w_start.astype(dtype)
-    w_prev = w.copy()
-    avg_sum, end_sum = np.zeros(d), np.zeros(d)
-    counters = np.zeros(2, dtype=np.int64)
-    log_w = np.empty((len(logs), d), dtype=dtype)
-    log_avg, log_end = np.empty((len(logs), d)), np.empty((len(logs), d))
-    lr = feed.unit_lr(S.lr)
-    diverged_unit = None
-    for start, stop, X, Y, rows, first_log, last_log, local in _chunks(problem, optimizer, S):
-        status = echo_chunk(
-            X, Y, feed.K[start:stop], lr[start:stop], rows, optimizer.method, S.loss, float(problem.l2),
-            S.momentum, float(optimizer.lam), w, w_prev, avg_sum, end_sum, counters,
-            local, S.by_step, log_w[first_log:last_log], log_avg[first_log:last_log], log_end[first_log:last_log])
-        if status >= 0:
-            diverged_unit = start + int(status) + 1
-            break
-    return _finish(problem, optimizer, S, log_w, log_avg, log_end, diverged_unit, _log_times(S))
+    def __init__(self, problem, optimizers, *, many, batch_size, seed, n_batches, dtype, log, log_unit, w0,
+                 first_loss, quiet, schedule=None):
+        if not isinstance(problem, Problem):
+            raise ValueError(f"problem must be an echosim Problem, got {type(problem).__name__}")
+        optimizers = list(optimizers)
+        if not optimizers or not all(isinstance(o, Optimizer) for o in optimizers):
+            raise ValueError("optimizers must be a non-empty list of echosim optimizer specs")
+        first = optimizers[0]
+        for o in optimizers[1:]:
+            if type(o) is not type(first) or _without_lr(o) != _without_lr(first):
+                raise ValueError(f"run_many needs one method differing only in lr; got {first!r} and {o!r}")
+        self.problem, self.optimizers, self.many, self.quiet = problem, optimizers, many, quiet
+        self.method = METHODS[first.name]
+        self.loss = get_loss(problem.loss)
+        self.B = B = _int_arg("batch_size", batch_size, 1)
+        self.seed = _int_arg("seed", seed, 0)
+        if dtype not in ("float64", "float32", np.float64, np.float32):
+            raise ValueError(f"dtype must be 'float64' or 'float32', got {dtype!r}")
+        self.dtype = np.dtype(dtype)
+        if log_unit not in ("batch", "step"):
+            raise ValueError(f"log_unit must be 'batch' or 'step', got {log_unit!r}")
+        self.log_unit = log_unit
+        if not isinstance(first_loss, (bool, np.bool_)):
+            raise ValueError(f"first_loss must be True or False, got {first_loss!r}")
+        first.check_batch_size(B)
+        if n_batches is not None:
+            n_batches = _int_arg("n_batches", n_batches, 1)
+        self.schedule = schedule
+        if schedule is not None:
+            n_batches = schedule.n_batches
+        self.T = n_batches
+        if n_batches is not None:
+            check_fits("n_batches", n_batches, 40, what="learning rates and step counts per fresh batch")
+        check_fits("batch_size", B, 2 * BATCHES_PER_BLOCK * (problem.n_features + 1) * self.dtype.itemsize,
+                   what=f"at least {BATCHES_PER_BLOCK} fresh batches of data at a time")
+        self.lr = None if n_batches is None else np.stack([learning_rates(o.lr, n_batches) for o in optimizers], 1)
+        if n_batches is None:
+            for o in optimizers:
+                if not callable(o.lr) and np.ndim(o.lr) > 0:
+                    raise ValueError("lr: one learning rate per fresh batch needs the run's n_batches")
+        d = problem.dim
+        w = np.zeros(d) if w0 is None else np.array(w0, dtype=np.float64)
+        if w.shape != (d,) or not np.all(np.isfinite(w)):
+            raise ValueError(f"w0 must be a finite array of shape ({d},)")
+        self.w_start = w.astype(self.dtype).astype(np.float64)
+        if schedule is not None and schedule.step_examples is not None:
+            if first_loss:
+                raise ValueError("first_loss: example echoing mixes fresh batches within a step; it has no "
+                                 "first step on a fresh batch")
+            self.feed = _ExampleFeed(problem, schedule, B, self.seed, self.dtype)
+        else:
+            self.feed = _BatchFeed(problem, B, self.seed, self.dtype, n_batches)
+        self.by_step = log_unit == "step" and (schedule is None or schedule.step_examples is None)
+        self._resolve_logs(log)
+        L = len(optimizers)
+        self.W = np.repeat(self.w_start.astype(self.dtype)[None, :], L, axis=0)
+        self.S = np.empty((len(self.method.state), L, d), dtype=self.dtype)
+        for i, (_name, init) in enumerate(self.method.state):
+            self.S[i] = self.W if init == "w0" else 0.0
+        self.avg_sum, self.end_sum = np.zeros((L, d)), np.zeros((L, d))
+        self.counters = np.zeros(2, dtype=np.int64)
+        self.diverged = np.full(L, -1, dtype=np.int64)
+        self.diverged_unit: list = [None] * L
+        self.hyper = first.kernel_hyper()
+        self.wide = many and self.loss.margin
+        self.record_first = bool(first_loss)
+        self.first: list = []
+        self.logged: list = []  # per block: (log_w, log_avg, log_end)
+        self.times: list = []  # per block: times at its log points (block-wise clock)
+        self.timed_blocks: bool | None = None
+        self.step_times = 0.0  # the end time of the last step (block-wise clock)
+        self.cum = [np.zeros(1, dtype=np.int64)]  # log-unit counts after each kernel unit
+        self.n_units = 0
+        self.n_log_units = 0
+        self.logs_done = np.zeros(0, dtype=np.int64)
+        self._rows_rng = None  # (block, generator) of the sub-batch rows being drawn
 
+    # ---- setup
 
-def run_many(problem: Problem, optimizers, *, batch_size: int, echo=1, n_batches: int | None = None,
-             seed: int = 0, dtype="float64", log="auto", log_unit: str = "batch", w0=None) -> list:
-    """`run` for several learning rates at once: one Trajectory per optimizer, in order.
+    def _resolve_logs(self, log):
+        """Fix the log positions where the run's length in log units is known; else keep a rule."""
+        total = None
+        if self.schedule is not None:
+            total = self.schedule.n_steps if self.by_step or self.schedule.step_examples is not None else \
+                self.schedule.n_batches
+        elif not self.by_step and self.T is not None:
+            total = self.T
+        self.log_all = isinstance(log, str) and log == "all"
+        if total is not None:
+            self.log_at = log_points(log, total)
+            check_fits("log", len(self.log_at), 8 + self.problem.dim * (16 + self.dtype.itemsize) * len(self.optimizers),
+                       what="the iterates at every log point")
+        elif self.log_all:
+            self.log_at = None
+        elif not isinstance(log, str) and np.ndim(log) == 1:
+            self.log_at = _explicit_points(log)
+        else:
+            unit = "steps" if self.by_step else "fresh batches"
+            raise ValueError(f"log={log!r} needs the run's length in {unit}: give n_batches (log_unit='batch') "
+                             "or log='all' or the log points themselves")
 
-    The optimizers must be one method with the same hyper-parameters but the
-    learning rate η. They see the same fresh batches (and sub-batch rows), so one
-    kernel (`echosim.training.kernel.echo_chunk_many`) advances all L iterates on
-    each batch while it is in cache, in a matrix-matrix shape. Each Trajectory
-    equals that of ``run(problem, optimizer, ...)`` up to rounding (rtol 1e-12 in
-    the tests): sums over features and rows go in another order. A column's arithmetic does
-    not depend on the other columns, so each Trajectory is bitwise the same whatever
-    learning rates share the call (a group of one included): sweeps run every spec
-    through here, so results never depend on how runs were grouped. The softmax loss
-    runs one optimizer at a time.
-    """
-    optimizers = list(optimizers)
-    if not optimizers or not all(isinstance(o, Optimizer) for o in optimizers):
-        raise ValueError("optimizers must be a non-empty list of echosim optimizer specs")
-    first = optimizers[0]
-    for o in optimizers[1:]:
-        if type(o) is not type(first) or _without_lr(o) != _without_lr(first):
-            raise ValueError(f"run_many needs one method differing only in lr; got {first!r} and {o!r}")
-    kwargs = dict(batch_size=batch_size, echo=echo, n_batches=n_batches, seed=seed, dtype=dtype, log=log,
-                  log_unit=log_unit, w0=w0)
-    if not isinstance(problem, Problem) or problem.loss == "softmax":
-        return [run(problem, o, **kwargs) for o in optimizers]
-    setups = [_prepare(problem, o, batch_size, echo, n_batches, seed, dtype, log, log_unit, w0) for o in optimizers]
-    from echosim.training.kernel import echo_chunk_many  # compiles on first use, not at import
+    # ---- advancing
 
-    S = setups[0]
-    L, d, dtype, logs, feed = len(optimizers), problem.dim, S.dtype, S.logs, S.feed
-    W = np.repeat(S.w_start.astype(dtype)[:, None], L, axis=1)
-    W_prev = W.copy()
-    avg_sum, end_sum = np.zeros((d, L)), np.zeros((d, L))
-    counters = np.zeros(2, dtype=np.int64)
-    log_w = np.empty((len(logs), d, L), dtype=dtype)
-    log_avg, log_end = np.empty((len(logs), d, L)), np.empty((len(logs), d, L))
-    lr = np.ascontiguousarray(np.stack([feed.unit_lr(s.lr) for s in setups], axis=1))
-    diverged_unit = [None] * L
-    for start, stop, X, Y, rows, first_log, last_log, local in _chunks(problem, first, S):
-        flags = np.array([-1 if u is None else 0 for u in diverged_unit], dtype=np.int64)
-        alive = echo_chunk_many(
-            X, Y, feed.K[start:stop], lr[start:stop], rows, first.method, S.loss, float(problem.l2),
-            S.momentum, float(first.lam), W, W_prev, avg_sum, end_sum, counters, flags,
-            local, S.by_step, log_w[first_log:last_log], log_avg[first_log:last_log], log_end[first_log:last_log])
-        for i in range(L):
-            if diverged_unit[i] is None and flags[i] >= 0:
-                diverged_unit[i] = start + int(flags[i]) + 1
-        if alive == 0:
-            break
-    times = _log_times(S)  # the same for every learning rate
-    return [_finish(problem, o, s, log_w[:, :, i], log_avg[:, :, i], log_end[:, :, i], diverged_unit[i], times)
-            for i, (o, s) in enumerate(zip(optimizers, setups))]
+    def advance(self, steps_per_batch, step_end=None):
+        """Run the next fresh batches with K_t = `steps_per_batch` (an int array, one per
+        batch; an int K for one batch). `step_end`: the wall-clock end time of each of
+        their steps (nondecreasing, sum K_t values), for the trajectory's ``time``; give
+        it for every block or for none. Returns the block's first-step losses ((n,) for
+        one optimizer, (n, L) for several) when the run records them, else None.
+        """
+        if self.schedule is not None:
+            raise ValueError("advance: this run follows a whole schedule (run() or run_many())")
+        K = echo_schedule(np.atleast_1d(np.asarray(steps_per_batch))).steps_per_batch
+        n = len(K)
+        t0 = self.feed.n_batches
+        if self.T is not None and t0 + n > self.T:
+            raise ValueError(f"advance: {n} more fresh batches would pass the run's n_batches={self.T} "
+                             f"({t0} done)")
+        if self.method.one_step and K.max() > 1:
+            raise ValueError(f"{type(self.optimizers[0]).__name__} takes one step per batch; got K_t up to {K.max()}")
+        timed = step_end is not None
+        if self.timed_blocks is None:
+            self.timed_blocks = timed
+        elif self.timed_blocks != timed:
+            raise ValueError("advance: give step_end for every block or for none")
+        if timed:
+            ends = np.asarray(step_end, dtype=np.float64)
+            if ends.shape != (int(K.sum()),) or not np.all(np.isfinite(ends)) \
+                    or np.any(np.diff(ends) < 0) or (ends.size and ends[0] < self.step_times):
+                raise ValueError(f"step_end: need {int(K.sum())} finite, nondecreasing end times, one per step, "
+                                 f"from the last block's end ({self.step_times:g})")
+        self.feed.extend(K)
+        lr = self.lr[t0:t0 + n] if self.lr is not None else \
+            np.stack([learning_rates(o.lr, t0 + n, start=t0) for o in self.optimizers], 1)
+        with _compile_notice(self.quiet):
+            first = self._advance_units(n, lr)
+        if timed:
+            self._record_times(ends, n)
+        if first is None:
+            return None
+        return first[:, 0] if not self.many else first
+
+    def _advance_units(self, n, lr):
+        """Run the feed's next `n` kernel units (fresh batches, or steps under example echoing)."""
+        feed, u0 = self.feed, self.n_units
+        cum_new = (feed.steps_after(np.arange(u0 + 1, u0 + n + 1)) if self.by_step else
+                   np.arange(u0 + 1, u0 + n + 1, dtype=np.int64))
+        lo, hi = self.n_log_units, int(cum_new[-1])
+        if self.log_at is None:
+            at = np.arange(lo + 1, hi + 1, dtype=np.int64)
+        else:
+            a, b = np.searchsorted(self.log_at, [lo + 1, hi + 1])
+            at = self.log_at[a:b]
+        L, d = self.W.shape
+        log_w = np.empty((len(at), L, d), dtype=self.dtype)
+        log_avg, log_end = np.empty((len(at), L, d)), np.empty((len(at), L, d))
+        first = np.full((n, L), np.nan) if self.record_first else None
+        cum = np.concatenate([[lo], cum_new])  # log-unit counts after units u0 .. u0 + n
+        alive = int(np.sum(self.diverged < 0))
+        kernel = (_kernel_of(self.method.code, self.loss.code, self.wide, self.method.sub_batches, self.record_first)
+                  if alive else None)
+        no_first = np.zeros((0, L))
+        for s, e, X, Y in feed.pieces(u0, u0 + n) if alive else ():
+            rows = self._rows(s, e)
+            i, j = np.searchsorted(at, [cum[s - u0] + 1, cum[e - u0] + 1])
+            local = at[i:j] - 1 - cum[s - u0]
+            flags_before = self.diverged.copy()
+            alive = kernel(X, Y, feed.K[s:e], np.ascontiguousarray(lr[s - u0:e - u0]), rows, self.hyper,
+                           float(self.problem.l2), self.W, self.S, self.avg_sum, self.end_sum, self.counters,
+                           self.diverged, local, self.by_step, log_w[i:j], log_avg[i:j], log_end[i:j],
+                           first[s - u0:e - u0] if first is not None else no_first)
+            for c in np.flatnonzero((flags_before < 0) & (self.diverged >= 0)):
+                self.diverged_unit[c] = s + int(self.diverged[c]) + 1
+            if alive == 0:
+                break
+        self.logged.append((at, log_w, log_avg, log_end))
+        self.cum.append(cum_new)
+        self.n_units += n
+        self.n_log_units = hi
+        if first is not None:
+            self.first.append(first)
+        return first
+
+    def _rows(self, s, e):
+        """The sub-batch rows of every step of batches s..e−1 (shape (0, 0) for full batches),
+        drawn from each block's generator in order, continuing across calls."""
+        if not self.method.sub_batches:
+            return np.zeros((0, 0), dtype=np.int64)
+        o, K = self.optimizers[0], self.feed.K
+        out = []
+        for first in range((s // BATCHES_PER_BLOCK) * BATCHES_PER_BLOCK, e, BATCHES_PER_BLOCK):
+            block = first // BATCHES_PER_BLOCK
+            if self._rows_rng is None or self._rows_rng[0] != block:
+                self._rows_rng = (block, block_rng(self.seed, STREAM_OPTIMIZER, block))
+            a, b = max(s, first), min(e, first + BATCHES_PER_BLOCK)
+            out.append(_draw_rows(self._rows_rng[1], int(K[a:b].sum()), o.sub_batch, self.B, o.replace))
+        return np.ascontiguousarray(np.concatenate(out), dtype=np.int64)
+
+    def _record_times(self, ends, n):
+        """The block-wise clock: the end time of the last step before each of the block's log points."""
+        at = self.logged[-1][0]
+        steps = at if self.by_step else self.feed.steps_after(at)
+        before = int(self.feed.steps_after(np.array([self.n_units - n]))[0])
+        self.times.append(ends[steps - 1 - before] if len(at) else np.zeros(0))
+        if ends.size:
+            self.step_times = float(ends[-1])
+
+    # ---- results
+
+    @property
+    def batches_done(self) -> int:
+        """Fresh batches consumed so far."""
+        return int(self.feed.batches_after(np.array([self.n_units]))[0])
+
+    @property
+    def first_losses(self) -> np.ndarray | None:
+        """The first-step loss of every fresh batch so far ((T,) or (T, L)), or None if not recorded."""
+        if not self.record_first:
+            return None
+        out = np.concatenate(self.first) if self.first else np.zeros((0, len(self.optimizers)))
+        return out if self.many else out[:, 0]
+
+    def trajectories(self) -> list:
+        """One Trajectory per optimizer, of the run so far."""
+        with _compile_notice(self.quiet):
+            return self._trajectories()
+
+    def trajectory(self) -> Trajectory:
+        """The Trajectory of the run so far (one optimizer; `trajectories` for several)."""
+        if len(self.optimizers) != 1:
+            raise ValueError("trajectory: this run has several optimizers; use trajectories()")
+        return self.trajectories()[0]
+
+    def _trajectories(self) -> list:
+        at = np.concatenate([b[0] for b in self.logged]) if self.logged else np.zeros(0, dtype=np.int64)
+        logs = [np.concatenate([b[k] for b in self.logged]) if self.logged else
+                np.zeros((0, *self.W.shape), dtype=self.dtype if k == 1 else np.float64) for k in (1, 2, 3)]
+        cum = np.concatenate(self.cum)
+        final = self.n_log_units
+        if final > 0 and (not len(at) or at[-1] != final):
+            # a block-wise run stopped between log points: its current state is the last point
+            # (a column that diverged before it ends earlier anyway)
+            at = np.append(at, final)
+            state = (self.W, self.avg_sum / self.counters[0], self.end_sum / self.counters[1])
+            logs = [np.concatenate([a, s[None].astype(a.dtype)]) for a, s in zip(logs, state)]
+        times = self._times(at)
+        first = self.first_losses
+        return [self._finish(i, at, cum, logs[0][:, i], logs[1][:, i], logs[2][:, i], times,
+                             None if first is None else (first[:, i] if self.many else first))
+                for i in range(len(self.optimizers))]
+
+    def _times(self, at) -> np.ndarray | None:
+        """Simulated time at point 0 and at every log point (None without a clock): read from
+        the schedule in one pass over its steps, or recorded block by block."""
+        if self.schedule is not None:
+            if not self.schedule.timed:
+                return None
+            points = np.concatenate([[0], at])
+            steps = points if self.by_step else self.feed.steps_after(points)
+            return self.schedule.time_after(steps)
+        if not self.timed_blocks:
+            return None
+        recorded = np.concatenate(self.times) if self.times else np.zeros(0)
+        if len(recorded) < len(at):  # the current state appended as the last point
+            recorded = np.append(recorded, self.step_times)
+        return np.concatenate([[0.0], recorded])
+
+    def _finish(self, i, logs, cum, log_w, log_avg, log_end, times, first) -> Trajectory:
+        """Excess risks at the log points, steps, times and status: the Trajectory of column i."""
+        problem, optimizer, feed, by_step = self.problem, self.optimizers[i], self.feed, self.by_step
+        diverged_unit = self.diverged_unit[i]
+        n_ok = len(logs) if diverged_unit is None else int(np.searchsorted(logs, cum[diverged_unit]))
+        points = np.concatenate([[0], logs[:n_ok]]).astype(np.int64)  # in log units: fresh batches, or steps
+        units = np.searchsorted(cum, points, side="left") if by_step else points  # kernel units begun
+        w_start = self.w_start
+        W = np.vstack([w_start, log_w[:n_ok].astype(np.float64)])
+        W_avg = np.vstack([w_start, log_avg[:n_ok]])
+        W_end = np.vstack([w_start, log_end[:n_ok]])
+        iterates, risks = (W, W_avg, W_end), []
+        with np.errstate(over="ignore", invalid="ignore"):
+            for k, M in enumerate(iterates):
+                # an identical earlier array is not evaluated again (K = 1: both averages are the same sums)
+                twin = next((j for j in range(k) if np.array_equal(iterates[j], M)), None)
+                risks.append(problem.excess_risk(M) if twin is None else risks[twin].copy())
+        limit = DIVERGENCE_FACTOR * max(float(risks[0][0]) + float(problem.F_star), np.finfo(np.float64).tiny)
+        finite = np.all(np.isfinite(risks), axis=0) & (risks[0] <= limit)
+        if not finite.all():
+            n_keep = int(np.argmin(finite))
+            diverged_unit = int(units[n_keep]) if diverged_unit is None else diverged_unit
+            points, units, W, W_avg = points[:n_keep], units[:n_keep], W[:n_keep], W_avg[:n_keep]
+            risks = [r[:n_keep] for r in risks]
+        steps = points if by_step else feed.steps_after(units)
+        time = None if times is None else times[:len(points)]
+        K = self.schedule.steps_per_batch if self.schedule is not None else feed.K
+        info = dict(problem=repr(problem), optimizer=repr(optimizer), batch_size=self.B,
+                    n_batches=self.T if self.T is not None else self.batches_done,
+                    echo=float(K.mean()) if len(K) else math.nan, seed=self.seed, dtype=self.dtype.name,
+                    log_unit=self.log_unit)
+        return Trajectory(
+            batches=feed.batches_after(units), steps=steps, time=time,
+            risk=risks[0], risk_avg=risks[1], risk_end_avg=risks[2],
+            status="ok" if diverged_unit is None else "diverged", w=W[-1], w_avg=W_avg[-1],
+            diverged_at=None if diverged_unit is None else int(feed.batches_after(np.array([diverged_unit]))[0]),
+            info=info, first_loss=first)
 
 
 def _without_lr(optimizer) -> dict:
     return {k: v for k, v in vars(optimizer).items() if k != "lr"}
 
 
-@dataclass
-class _Setup:
-    """What `run` and `run_many` share once the arguments are checked."""
-
-    schedule: Schedule
-    K: np.ndarray
-    T: int
-    B: int
-    seed: int
-    dtype: np.dtype
-    lr: np.ndarray
-    w_start: np.ndarray
-    feed: object
-    by_step: bool
-    cum: np.ndarray
-    logs: np.ndarray
-    loss: int
-    momentum: float
-    log_unit: str
-
-
-def _prepare(problem, optimizer, batch_size, echo, n_batches, seed, dtype, log, log_unit, w0) -> _Setup:
-    if not isinstance(problem, Problem):
-        raise ValueError(f"problem must be an echosim Problem, got {type(problem).__name__}")
-    if not isinstance(optimizer, Optimizer):
-        raise ValueError(f"optimizer must be an echosim optimizer spec, got {type(optimizer).__name__}")
-    B = _int_arg("batch_size", batch_size, 1)
-    seed = _int_arg("seed", seed, 0)
-    if dtype not in ("float64", "float32", np.float64, np.float32):
-        raise ValueError(f"dtype must be 'float64' or 'float32', got {dtype!r}")
-    dtype = np.dtype(dtype)
-    if log_unit not in ("batch", "step"):
-        raise ValueError(f"log_unit must be 'batch' or 'step', got {log_unit!r}")
-    schedule = _as_schedule(echo, n_batches)
-    K = schedule.steps_per_batch
-    T = len(K)
-    if optimizer.max_echo_one and K.max() > 1:
-        raise ValueError(f"{type(optimizer).__name__} takes one step per batch; got echo with K_t up to {K.max()}")
-    if isinstance(optimizer, EchoedSGD) and not optimizer.replace and optimizer.sub_batch > B:
-        raise ValueError(f"sub_batch={optimizer.sub_batch} exceeds batch_size={B} (sampling without replacement)")
-    check_fits("n_batches", T, 40, what="learning rates and step counts per fresh batch")
-    check_fits("batch_size", B, 2 * BATCHES_PER_BLOCK * (problem.n_features + 1) * dtype.itemsize,
-               what=f"at least {BATCHES_PER_BLOCK} fresh batches of data at a time")
-    lr = learning_rates(optimizer.lr, T)
-    d = problem.dim
-    w = np.zeros(d) if w0 is None else np.array(w0, dtype=np.float64)
-    if w.shape != (d,) or not np.all(np.isfinite(w)):
-        raise ValueError(f"w0 must be a finite array of shape ({d},)")
-    if schedule.step_examples is not None:
-        feed = _ExampleFeed(problem, schedule, B, seed, dtype)
-    else:
-        feed = _BatchFeed(problem, K, B, seed, dtype)
-    by_step = log_unit == "step" and schedule.step_examples is None
-    # log positions: cumulative kernel work (steps when logging steps) at unit ends
-    cum = feed.steps_after(np.arange(feed.n_units + 1)) if by_step else np.arange(feed.n_units + 1)
-    logs = log_points(log, int(cum[-1]))
-    check_fits("log", len(logs), 8 + problem.dim * (16 + dtype.itemsize), what="the iterates at every log point")
-    momentum = optimizer.kernel_momentum if isinstance(optimizer, EchoedNesterov) else -1.0
-    return _Setup(schedule=schedule, K=K, T=T, B=B, seed=seed, dtype=dtype, lr=lr,
-                  w_start=w.astype(dtype).astype(np.float64), feed=feed, by_step=by_step, cum=cum, logs=logs,
-                  loss=LOSS_CODES[problem.loss], momentum=float(momentum), log_unit=log_unit)
-
-
-def _chunks(problem, optimizer, S):
-    """The kernel calls' inputs: (start, stop, X, Y, sub-batch rows, log slice, local log positions)."""
-    no_rows = np.zeros((0, 0), dtype=np.int64)
-    chunk = chunk_batches(S.B, problem.n_features, S.dtype.itemsize)
-    feed, logs, cum = S.feed, S.logs, S.cum
-    for start in range(0, feed.n_units, chunk):
-        stop = min(feed.n_units, start + chunk)
-        X, Y = feed.data(start, stop)
-        rows = (_sub_batch_rows(optimizer, S.seed, feed.K, start, stop, S.B)
-                if isinstance(optimizer, EchoedSGD) else no_rows)
-        first_log, last_log = np.searchsorted(logs, [cum[start] + 1, cum[stop] + 1])
-        local = logs[first_log:last_log] - 1 - cum[start]
-        yield start, stop, X, Y, rows, first_log, last_log, local
-
-
-def _log_times(S) -> np.ndarray | None:
-    """Simulated time at point 0 and at every log point (None without a clock), read from
-    the schedule in one pass over its steps (a long schedule keeps no per-step arrays)."""
-    if not S.schedule.timed:
-        return None
-    points = np.concatenate([[0], S.logs])
-    steps = points if S.by_step else S.feed.steps_after(points)
-    return S.schedule.time_after(steps)
-
-
-def _finish(problem, optimizer, S, log_w, log_avg, log_end, diverged_unit, times) -> Trajectory:
-    """Excess risks at the log points, steps, times (`_log_times`) and status: the Trajectory of one run."""
-    logs, cum, feed, by_step, K = S.logs, S.cum, S.feed, S.by_step, S.K
-    n_ok = len(logs) if diverged_unit is None else int(np.searchsorted(logs, cum[diverged_unit]))
-    points = np.concatenate([[0], logs[:n_ok]])  # in log units: fresh batches, or steps
-    units = np.searchsorted(cum, points, side="left") if by_step else points  # kernel units begun
-    w_start = S.w_start
-    W = np.vstack([w_start, log_w[:n_ok].astype(np.float64)])
-    W_avg = np.vstack([w_start, log_avg[:n_ok]])
-    W_end = np.vstack([w_start, log_end[:n_ok]])
-    iterates, risks = (W, W_avg, W_end), []
-    with np.errstate(over="ignore", invalid="ignore"):
-        for k, M in enumerate(iterates):
-            # an identical earlier array is not evaluated again (K = 1: both averages are the same sums)
-            twin = next((i for i in range(k) if np.array_equal(iterates[i], M)), None)
-            risks.append(problem.excess_risk(M) if twin is None else risks[twin].copy())
-    limit = DIVERGENCE_FACTOR * max(float(risks[0][0]) + float(problem.F_star), np.finfo(np.float64).tiny)
-    finite = np.all(np.isfinite(risks), axis=0) & (risks[0] <= limit)
-    if not finite.all():
-        n_keep = int(np.argmin(finite))
-        diverged_unit = int(units[n_keep]) if diverged_unit is None else diverged_unit
-        points, units, W, W_avg = points[:n_keep], units[:n_keep], W[:n_keep], W_avg[:n_keep]
-        risks = [r[:n_keep] for r in risks]
-    steps = points if by_step else feed.steps_after(units)
-    time = None if times is None else times[:len(points)]
-    info = dict(problem=repr(problem), optimizer=repr(optimizer), batch_size=S.B, n_batches=S.T,
-                echo=float(K.mean()), seed=S.seed, dtype=S.dtype.name, log_unit=S.log_unit)
-    return Trajectory(
-        batches=feed.batches_after(units), steps=steps, time=time,
-        risk=risks[0], risk_avg=risks[1], risk_end_avg=risks[2],
-        status="ok" if diverged_unit is None else "diverged", w=W[-1], w_avg=W_avg[-1],
-        diverged_at=None if diverged_unit is None else int(feed.batches_after(np.array([diverged_unit]))[0]),
-        info=info)
-
-
 class _BatchFeed:
-    """Batch echoing: the kernel's unit is a fresh batch, used for K_t steps."""
+    """Batch echoing: the kernel's unit is a fresh batch, used for K_t steps; K_t arrive block by block.
 
-    def __init__(self, problem, K, B, seed, dtype):
-        self.problem, self.K, self.B, self.seed, self.dtype = problem, K, B, seed, dtype
-        self.n_units = len(K)
-        self._cum_steps = np.concatenate([[0], np.cumsum(K)])
+    Data are drawn in windows of `chunk_batches` fresh batches aligned to multiples of
+    that size (the last one cut at the horizon T, where known), so a run advanced at
+    once draws exactly the windows it always drew, and one advanced in small blocks
+    draws each window once.
+    """
 
-    def unit_lr(self, lr):
-        """The learning rate of each kernel unit, from one per fresh batch."""
-        return lr
+    def __init__(self, problem, B, seed, dtype, T):
+        self.problem, self.B, self.seed, self.dtype, self.T = problem, B, seed, dtype, T
+        self.chunk = chunk_batches(B, problem.n_features, dtype.itemsize)
+        self.K = np.zeros(0, dtype=np.int64)
+        self._cum_steps = np.zeros(1, dtype=np.int64)
+        self._window = None
 
-    def data(self, start, stop):
-        return self.problem.batches(self.seed, start, stop, self.B, self.dtype)
+    @property
+    def n_batches(self) -> int:
+        return len(self.K)
+
+    def extend(self, K):
+        self.K = np.concatenate([self.K, K])
+        self._cum_steps = np.concatenate([self._cum_steps, self._cum_steps[-1] + np.cumsum(K)])
+
+    def pieces(self, u0, u1):
+        """(start, stop, X, Y) covering batches u0..u1−1, each within one drawn window."""
+        s = u0
+        while s < u1:
+            lo = s // self.chunk * self.chunk
+            hi = lo + self.chunk if self.T is None else min(lo + self.chunk, self.T)
+            if self._window is None or self._window[0] != lo:
+                X, Y = self.problem.batches(self.seed, lo, hi, self.B, self.dtype)
+                self._window = (lo, X, Y)
+            e = min(u1, hi)
+            _, X, Y = self._window
+            yield s, e, X[s - lo:e - lo], Y[s - lo:e - lo]
+            s = e
 
     def batches_after(self, units):
         return units
@@ -420,18 +604,20 @@ class _ExampleFeed:
         self.problem, self.B, self.seed, self.dtype = problem, B, seed, dtype
         self.examples = np.asarray(schedule.step_examples, dtype=np.int64)
         self.step_batch = np.asarray(schedule.step_batch, dtype=np.int64)
-        self.n_units = len(self.step_batch)
-        self.K = np.ones(self.n_units, dtype=np.int64)
+        self.K = np.ones(len(self.step_batch), dtype=np.int64)
+        self.chunk = chunk_batches(B, problem.n_features, dtype.itemsize)
 
     def unit_lr(self, lr):
         return lr[self.step_batch]
 
-    def data(self, start, stop):
-        ids = self.examples[start:stop]
-        batch, row = np.divmod(ids, self.B)
-        first = batch.min() // BATCHES_PER_BLOCK * BATCHES_PER_BLOCK
-        X, Y = self.problem.batches(self.seed, first, int(batch.max()) + 1, self.B, self.dtype)
-        return np.ascontiguousarray(X[batch - first, row]), np.ascontiguousarray(Y[batch - first, row])
+    def pieces(self, u0, u1):
+        for start in range(u0, u1, self.chunk):
+            stop = min(u1, start + self.chunk)
+            ids = self.examples[start:stop]
+            batch, row = np.divmod(ids, self.B)
+            first = batch.min() // BATCHES_PER_BLOCK * BATCHES_PER_BLOCK
+            X, Y = self.problem.batches(self.seed, first, int(batch.max()) + 1, self.B, self.dtype)
+            yield start, stop, np.ascontiguousarray(X[batch - first, row]), np.ascontiguousarray(Y[batch - first, row])
 
     def batches_after(self, units):
         return np.where(units > 0, self.step_batch[np.maximum(units - 1, 0)] + 1, 0)
@@ -440,40 +626,204 @@ class _ExampleFeed:
         return units
 
 
-KERNEL_PARTS = ("many", "single", "draws")  # what `compile_kernels` can compile
+# --------------------------------------------------------------------------- the public faces
 
 
-def compile_kernels(dtypes=("float64",), *, kernels=KERNEL_PARTS) -> None:
+def start(problem: Problem, optimizer: Optimizer, *, batch_size: int, seed: int = 0, n_batches: int | None = None,
+          dtype="float64", log="all", log_unit: str = "batch", w0=None, first_loss: bool = False,
+          quiet: bool = False) -> Run:
+    """A run of `optimizer` on `problem` to advance block by block: ``r = start(...)``,
+    ``r.advance(K_t)`` as many times as needed, ``r.trajectory()``.
+
+    `n_batches` is the horizon T where known (needed for log="auto" or a count, and for
+    one learning rate per batch; without it a callable lr is asked block by block). The
+    other arguments are `run`'s; `first_loss` records the first-step loss of every fresh
+    batch (`advance` returns the block's, `Run.first_losses` all of them).
+    """
+    return Run(problem, [optimizer] if isinstance(optimizer, Optimizer) else [optimizer], many=False,
+               batch_size=batch_size, seed=seed, n_batches=n_batches, dtype=dtype, log=log, log_unit=log_unit, w0=w0,
+               first_loss=first_loss, quiet=quiet)
+
+
+def start_many(problem: Problem, optimizers, *, batch_size: int, seed: int = 0, n_batches: int | None = None,
+               dtype="float64", log="all", log_unit: str = "batch", w0=None, first_loss: bool = False,
+               quiet: bool = False) -> Run:
+    """`start` for several learning rates at once (see `run_many`); `Run.trajectories` at the end."""
+    return Run(problem, list(optimizers), many=True, batch_size=batch_size, seed=seed, n_batches=n_batches,
+               dtype=dtype, log=log, log_unit=log_unit, w0=w0, first_loss=first_loss, quiet=quiet)
+
+
+def _whole(problem, optimizers, many, batch_size, echo, n_batches, seed, dtype, log, log_unit, w0, first_loss,
+           quiet) -> Run:
+    """A Run over the whole schedule of `echo`, advanced at once."""
+    if not isinstance(problem, Problem):
+        raise ValueError(f"problem must be an echosim Problem, got {type(problem).__name__}")
+    schedule = _as_schedule(echo, n_batches)
+    state = Run(problem, optimizers, many=many, batch_size=batch_size, seed=seed, n_batches=None, dtype=dtype,
+                log=log, log_unit=log_unit, w0=w0, first_loss=first_loss, quiet=quiet, schedule=schedule)
+    K = schedule.steps_per_batch
+    if state.method.one_step and K.max() > 1:
+        raise ValueError(f"{type(state.optimizers[0]).__name__} takes one step per batch; got echo with K_t up to "
+                         f"{K.max()}")
+    feed = state.feed
+    if isinstance(feed, _BatchFeed):
+        feed.extend(K)
+        n = len(K)
+    else:
+        n = len(feed.K)
+    lr = state.lr if isinstance(feed, _BatchFeed) else feed.unit_lr(state.lr)
+    with _compile_notice(quiet):
+        state._advance_units(n, lr)
+    return state
+
+
+def run(problem: Problem, optimizer: Optimizer, *, batch_size: int, echo=1, n_batches: int | None = None,
+        seed: int = 0, dtype="float64", log="auto", log_unit: str = "batch", w0=None, first_loss: bool = False,
+        quiet: bool = False) -> Trajectory:
+    """Run `optimizer` on `problem` for T fresh batches of size B with K_t steps each.
+
+    Parameters
+    ----------
+    problem : Problem
+        LeastSquares, Logistic or Dataset.
+    optimizer : Optimizer
+        A spec of `echosim.training.methods` (MinibatchSGD, EchoedGD, EchoedSGD,
+        EchoedNesterov, EchoedProx, EchoedHeavyBall, EchoedAdam).
+    batch_size : int
+        B, examples per fresh batch.
+    echo : Schedule, int, or array of int
+        The pipeline schedule that says how many steps use each fresh batch (and,
+        when simulated, the wall-clock time of every step); K or K_t per batch as a
+        shorthand for `echosim.pipeline.echo_schedule(echo, n_batches)`.
+    n_batches : int, optional
+        T; optional when echo is an array or a Schedule.
+    seed : int
+        The data seed: fresh batch t is a pure function of (seed, t, B).
+    dtype : {"float64", "float32"}
+        Precision of the data and the iterate.
+    log : "auto", "all", int or array of int
+        Where to log, in units of `log_unit`: every ⌈n/2000⌉ units ("auto", the rule
+        sweeps use), every unit, a number of log-spaced points, or the counts
+        themselves; the last unit is always logged.
+    log_unit : {"batch", "step"}
+        Log after fresh batches (log points count batches) or after optimizer
+        steps (log points count steps), so time to a target can be resolved
+        within a batch. Under example echoing every step is its own unit.
+    w0 : array, optional
+        The starting point (default 0).
+    first_loss : bool
+        Record, per fresh batch, the minibatch loss at the iterate before the first
+        step on it (``Trajectory.first_loss``); off by default, and free when off.
+    quiet : bool
+        Do not say on stderr that the kernels are compiling (also $ECHOSIM_QUIET=1);
+        nothing is said when they load from Numba's cache.
+
+    Returns
+    -------
+    Trajectory
+        Excess risk of the last, averaged and batch-end-averaged iterates at the
+        logged points, with step counts, simulated time and status.
+
+    Divergence
+    ----------
+    The same rule for every problem: the run has status "diverged" at the first
+    logged point where the last iterate's excess risk F(w) − F* exceeds
+    ``DIVERGENCE_FACTOR`` (100) times the initial risk F(w₀), or where any of the
+    three risks is not finite, or as soon as the iterate itself overflows (checked
+    after every fresh batch). The trajectory stops at the last point before it and
+    ``diverged_at`` gives the fresh batch of that point. F(w₀) > 0 for every loss
+    here, so the rule is scale-free; a converging run never comes near it (its risk
+    stays within a few times F(w₀)), while a least-squares run above the stability
+    limit grows geometrically and a logistic one linearly, both far past it.
+    """
+    if not isinstance(optimizer, Optimizer):
+        raise ValueError(f"optimizer must be an echosim optimizer spec, got {type(optimizer).__name__}")
+    state = _whole(problem, [optimizer], False, batch_size, echo, n_batches, seed, dtype, log, log_unit, w0,
+                   first_loss, quiet)
+    return state.trajectory()
+
+
+def run_many(problem: Problem, optimizers, *, batch_size: int, echo=1, n_batches: int | None = None,
+             seed: int = 0, dtype="float64", log="auto", log_unit: str = "batch", w0=None, first_loss: bool = False,
+             quiet: bool = False) -> list:
+    """`run` for several learning rates at once: one Trajectory per optimizer, in order.
+
+    The optimizers must be one method with the same hyper-parameters but the
+    learning rate η. They see the same fresh batches (and sub-batch rows), so one
+    kernel advances all L iterates on each batch while it is in cache: for margin
+    losses in the wide layout (`echosim.training.kernel`), matrix-matrix shaped. Each
+    Trajectory equals that of ``run(problem, optimizer, ...)`` up to rounding (rtol
+    1e-12 in the tests): sums over features and rows go in another order. A column's
+    arithmetic does not depend on the other columns, so each Trajectory is bitwise the
+    same whatever learning rates share the call (a group of one included): sweeps run
+    every spec through here, so results never depend on how runs were grouped. The
+    softmax loss takes the rows layout, each iterate bitwise its own `run`.
+    """
+    optimizers = list(optimizers)
+    state = _whole(problem, optimizers, True, batch_size, echo, n_batches, seed, dtype, log, log_unit, w0,
+                   first_loss, quiet)
+    return state.trajectories()
+
+
+# --------------------------------------------------------------------------- compiling ahead
+
+
+def kernel_cached(key: str) -> bool:
+    """Whether Numba's on-disk cache holds code of kernel `key` (`kernel_key`; "draws": the
+    synthetic problems' batch draws) compiled from the current source. A guess, used only
+    to skip work and to say when compiling starts: it reads Numba's private cache index
+    (whose keys hash the kernel's specialisation), and any surprise counts as not cached."""
+    try:
+        if key == "draws":
+            from echosim.training.sampling import draw_block as kernel
+        else:
+            _check_key(key)
+            kernel = _kernel(key)
+        cache = kernel._cache
+        _, magic, hashes = cache._index_key(None, kernel.targetctx.codegen())
+        return any(k[1] == magic and k[2] == hashes for k in cache._cache_file._load_index())
+    except Exception:  # noqa: BLE001 - another Numba version: count it as not cached
+        return False
+
+
+def _tiny_args(dtype, method, first=False):
+    """Kernel arguments of the types `Run` passes, on tiny arrays, for a method's row."""
+    X, Y = np.zeros((1, 1, 1), dtype=dtype), np.zeros((1, 1), dtype=dtype)
+    K, logs = np.ones(1, dtype=np.int64), np.zeros(1, dtype=np.int64)
+    rows = np.zeros((1, 1) if method.sub_batches else (0, 0), dtype=np.int64)
+    n_state = len(method.state)
+    return (X, Y, K, np.zeros((1, 1)), rows, np.array([0.9, 0.999, 1e-8]), 0.0, np.zeros((1, 1), dtype=dtype),
+            np.zeros((n_state, 1, 1), dtype=dtype), np.zeros((1, 1)), np.zeros((1, 1)), np.zeros(2, dtype=np.int64),
+            np.full(1, -1, dtype=np.int64), logs, False, np.empty((1, 1, 1), dtype=dtype), np.empty((1, 1, 1)),
+            np.empty((1, 1, 1)), np.zeros((1 if first else 0, 1)))
+
+
+def compile_kernels(dtypes=("float64",), *, kernels=("draws",)) -> None:
     """Compile (or load from Numba's cache) the kernels named in `kernels` for `dtypes`.
 
-    kernels: any of "many" (`run_many`'s kernel), "single" (`run`'s), "draws" (the
-    synthetic problems' batch draws). Call it once in a parent process before
-    starting workers, so that forked workers inherit the compiled code instead of
-    compiling it again each. The kernels are called on tiny arrays of the types
-    `run` and `run_many` pass (a test holds that a real run adds no signature), so
-    each part compiles alone: two processes can compile two parts at once.
+    kernels: "draws" (the synthetic problems' batch draws) and kernel names of
+    `kernel_key` (e.g. "echoed_gd:logistic:wide"). Call it once in a parent process
+    before starting workers, so that forked workers inherit the compiled code instead
+    of compiling it again each. The kernels are called on tiny arrays of the types
+    `Run` passes (a test holds that a real run adds no signature), so each compiles
+    alone: two processes can compile two at once.
     """
-    unknown = set(kernels) - set(KERNEL_PARTS)
-    if unknown:
-        raise ValueError(f"kernels must be among {KERNEL_PARTS}, got {sorted(unknown)}")
-    from echosim.training import kernel
-
+    for key in kernels:
+        if key != "draws":
+            _check_key(key)
     for dtype in map(np.dtype, dtypes):
-        X, Y = np.zeros((1, 1, 1), dtype=dtype), np.zeros((1, 1), dtype=dtype)
-        K, no_rows, logs = np.ones(1, dtype=np.int64), np.zeros((0, 0), dtype=np.int64), np.zeros(1, dtype=np.int64)
-        counters, zeros = np.zeros(2, dtype=np.int64), np.zeros(1)
-        if "draws" in kernels:
-            from echosim.training.problems import LeastSquares
+        for key in kernels:
+            if key == "draws":
+                from echosim.training.problems import LeastSquares
 
-            LeastSquares(dim=1).batches(0, 0, 1, 1, dtype)
-        if "single" in kernels:
-            w = np.zeros(1, dtype=dtype)
-            kernel.echo_chunk(X, Y, K, zeros, no_rows, 0, 0, 0.0, -1.0, 0.0, w, w.copy(), zeros.copy(),
-                              zeros.copy(), counters.copy(), logs, False, np.empty((1, 1), dtype=dtype),
-                              np.empty((1, 1)), np.empty((1, 1)))
-        if "many" in kernels:
-            W = np.zeros((1, 1), dtype=dtype)
-            kernel.echo_chunk_many(X, Y, K, np.zeros((1, 1)), no_rows, 0, 0, 0.0, -1.0, 0.0, W, W.copy(),
-                                   np.zeros((1, 1)), np.zeros((1, 1)), counters.copy(), np.full(1, -1),
-                                   logs, False, np.empty((1, 1, 1), dtype=dtype), np.empty((1, 1, 1)),
-                                   np.empty((1, 1, 1)))
+                LeastSquares(dim=1).batches(0, 0, 1, 1, dtype)
+                continue
+            _kernel(key)(*_tiny_args(dtype, get_method(key.split(":")[0]), key.endswith(":first_loss")))
+
+
+def _check_key(key):
+    parts = key.split(":") if isinstance(key, str) else ()
+    if len(parts) not in (3, 4) or parts[2] not in ("rows", "wide") or parts[3:] not in ([], ["first_loss"]):
+        raise ValueError(f"kernels must be 'draws' or names such as 'echoed_gd:logistic:wide', got {key!r}")
+    get_method(parts[0])
+    get_loss(parts[1])

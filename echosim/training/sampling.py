@@ -82,19 +82,26 @@ def next_double(s):
 
 
 @njit(cache=True, inline="always")
-def standard_normal(s):
-    """NumPy's ziggurat standard normal (``random_standard_normal``); returns (x, new s)."""
+def _ziggurat_candidate(s):
+    """One draw of NumPy's ziggurat: (x, accepted at once, idx, rabs, new s)."""
+    r, s = next_uint64(s)
+    idx = np.intp(r & np.uint64(0xFF))
+    r >>= np.uint64(8)
+    sign = r & np.uint64(1)
+    rabs = (r >> np.uint64(1)) & np.uint64(0x000FFFFFFFFFFFFF)
+    # rabs < 2⁵²: a signed conversion is exact and cheaper. The sign multiplies by ±1 (exact,
+    # so bitwise NumPy's -x): a branch on a coin flip mispredicts half the time, and cost
+    # a third of the draw (8.5 against 5.4 ns per normal measured side by side).
+    x = np.float64(np.int64(rabs)) * _WI[idx] * (1.0 - 2.0 * np.float64(np.int64(sign)))
+    return x, rabs < _KI[idx], idx, rabs, s
+
+
+@njit(cache=True)
+def _ziggurat_slow(x, idx, rabs, s):
+    """The ~1% of NumPy's ziggurat draws not accepted at once: the tail (idx 0) or the wedge
+    test, then new candidates until one is accepted. Compiled on its own (not inlined into
+    every caller): it is rare, and inlined code is typed again at each call site."""
     while True:
-        r, s = next_uint64(s)
-        idx = np.intp(r & np.uint64(0xFF))
-        r >>= np.uint64(8)
-        sign = r & np.uint64(1)
-        rabs = (r >> np.uint64(1)) & np.uint64(0x000FFFFFFFFFFFFF)
-        x = np.float64(np.int64(rabs)) * _WI[idx]  # rabs < 2⁵²: a signed conversion is exact and cheaper
-        if sign:
-            x = -x
-        if rabs < _KI[idx]:
-            return x, s
         if idx == 0:
             while True:
                 u, s = next_double(s)
@@ -109,6 +116,18 @@ def standard_normal(s):
             u, s = next_double(s)
             if (_FI[idx - 1] - _FI[idx]) * u + _FI[idx] < np.exp(-0.5 * x * x):
                 return x, s
+        x, accepted, idx, rabs, s = _ziggurat_candidate(s)
+        if accepted:
+            return x, s
+
+
+@njit(cache=True, inline="always")
+def standard_normal(s):
+    """NumPy's ziggurat standard normal (``random_standard_normal``); returns (x, new s)."""
+    x, accepted, idx, rabs, s = _ziggurat_candidate(s)
+    if accepted:
+        return x, s
+    return _ziggurat_slow(x, idx, rabs, s)
 
 
 @njit(cache=True)

@@ -273,3 +273,8 @@ def test_every_schema_key_is_documented_in_docs_sweep_md():
         part = doc.split(f"### `[{section}]`", 1)[1].split("\n### ", 1)[0]
         for key in fields:
             assert f"| `{key}` |" in part, f"{section}.{key} is not in the [{section}] table of docs/sweep.md"
+    from echosim.training.methods import METHODS
+
+    methods_row = doc.split("| `method` |", 1)[1].split("\n", 1)[0]
+    for name in METHODS:
+        assert f'`"{name}"`' in methods_row, f"method {name} is not listed in docs/sweep.md"

@@ -11,7 +11,7 @@ from scipy import special
 
 from echosim.pipeline.service_times import Deterministic, Exponential, Gamma, LogNormal, Pareto
 from echosim.pipeline.traces import Trace
-from echosim.pipeline.traces import FAMILIES, Fit, fit_service_times
+from echosim.pipeline.traces import FITTED, Fit, fit_service_times
 from echosim.pipeline.profiling import profile
 
 Z = 5.0
@@ -266,7 +266,7 @@ def test_fit_skips_families_that_do_not_exist_for_the_data():
     with pytest.warns(RuntimeWarning, match="pareto"):
         fits = fit_service_times(x)
     assert "Pareto" not in {type(f.dist).__name__ for f in fits}
-    assert len(fits) == len(FAMILIES) - 1
+    assert len(fits) == len(FITTED) - 1
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         with pytest.raises(ValueError, match="could be fitted"):

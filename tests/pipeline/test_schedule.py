@@ -256,7 +256,7 @@ def _check_invariants(p: Pipeline, s: Schedule, B=None):
 
 @st.composite
 def small_pipelines(draw):
-    policy = draw(st.sampled_from(POLICIES))
+    policy = draw(st.sampled_from(tuple(POLICIES)))
     kw = {}
     if policy in ("fixed", "example"):
         kw["echo"] = draw(st.sampled_from([1.0, 1.5, 2.0, 3.0, 2.7]))

@@ -8,9 +8,8 @@ import pytest
 from numba import njit
 from scipy.special import expit
 
-from echosim.training import codes
 from echosim.training.fast_exp import exp, sigmoid
-from echosim.training.kernel import _BLOCK, _FASTMATH, _batch_grad_many, _dloss, _logistic_grad
+from echosim.training.kernel import _BLOCK, _FASTMATH, _dlogistic, _dlogistic_many, _logistic_grad_full
 
 rng = np.random.default_rng(0)
 X_GRID = np.concatenate([
@@ -81,7 +80,7 @@ def test_exp_within_one_and_sigmoid_within_two_ulp_of_the_exact_values():
 def test_logistic_derivative_is_minus_y_sigmoid_of_minus_y_z():
     z = np.linspace(-700.0, 700.0, 1401)
     for y in (-1.0, 1.0):
-        got = np.array([_dloss(v, y, codes.LOSS_LOGISTIC) for v in z])
+        got = np.array([_dlogistic(v, y) for v in z])
         assert ulps(got, -y * expit(-y * z)).max() <= 2.0
 
 
@@ -95,13 +94,13 @@ def test_nan_passes_through_and_infinities_saturate():
 
 
 @njit(fastmath=_FASTMATH)
-def logistic_grad(X, y, rows, w, g, r, labels):
-    _logistic_grad(X, y, rows, w, g, r, labels)
+def logistic_grad(X, y, rows, W, G, r, labels):
+    _logistic_grad_full(X, y, rows, W, 0, G, r, labels)
 
 
 @njit(fastmath=_FASTMATH)
-def batch_grad_many(Xt, yt, W, G, Rt, Gt):
-    _batch_grad_many(Xt, yt, W, codes.LOSS_LOGISTIC, 0.0, G, Rt, Gt)
+def dlogistic_many(Rt, yt, L):
+    _dlogistic_many(Rt, yt, L, 0.5)
 
 
 PACKED_DIVISION = {"x86_64": r"\bv?divpd\b", "AMD64": r"\bv?divpd\b", "aarch64": r"\bfdiv\s+v\d+\.2d"}
@@ -113,10 +112,9 @@ def test_both_kernels_evaluate_the_logistic_derivative_in_vector_registers():
     d, B, L = 3, 2 * _BLOCK + 5, 9
     X, y = rng.standard_normal((B, d)), np.sign(rng.standard_normal(B))
     no_rows = np.zeros(0, dtype=np.int64)
-    logistic_grad(X, y, no_rows, np.ones(d), np.zeros(d), np.empty(_BLOCK), np.empty(_BLOCK))
+    logistic_grad(X, y, no_rows, np.ones((1, d)), np.zeros((1, d)), np.empty(_BLOCK), np.empty(_BLOCK))
     Lp = L + (-L) % 4
-    batch_grad_many(np.ascontiguousarray(X.T), y, np.ones((d, L)), np.zeros((d, L)), np.empty((Lp, B)),
-                    np.empty((Lp, d)))
-    for kernel in (logistic_grad, batch_grad_many):
+    dlogistic_many(rng.standard_normal((Lp, B)), y, L)
+    for kernel in (logistic_grad, dlogistic_many):
         asm = kernel.inspect_asm(kernel.signatures[0])
         assert re.search(PACKED_DIVISION[platform.machine()], asm), kernel.__name__

@@ -1,12 +1,15 @@
 """run(): the public face of one simulation — twins, invariants, reproducibility, bad input."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 
 import echosim
 from echosim.training import runner as experiment
 from echosim.training.runner import _sub_batch_rows, log_points, run
-from echosim.training.optimizers import EchoedGD, EchoedNesterov, EchoedProx, EchoedSGD, MinibatchSGD
+from echosim.training.methods import (EchoedAdam, EchoedGD, EchoedHeavyBall, EchoedNesterov, EchoedProx, EchoedSGD,
+                                      MinibatchSGD)
 from echosim.training.problems import Dataset, LeastSquares, Logistic
 from tests.naive import echoed_run
 
@@ -24,19 +27,23 @@ SOFTMAX = Dataset(_rng.standard_normal((60, 3)), _rng.integers(0, 4, 60), loss="
     (EchoedProx(0.2, lam=0.5), "prox"),
     (EchoedSGD(0.2, sub_batch=3), "gd"),
     (EchoedSGD(0.2, sub_batch=5, replace=False), "gd"),
+    (EchoedHeavyBall(0.05, momentum=0.8), "heavy_ball"),
+    (EchoedAdam(0.05, betas=(0.8, 0.99), eps=1e-6), "adam"),
 ])
 @pytest.mark.parametrize("problem", [LS, LOGI, SOFTMAX], ids=["least-squares", "dataset-logistic", "softmax"])
 def test_run_matches_naive_twin_on_the_same_batches(problem, optimizer, method, monkeypatch):
     monkeypatch.setattr(experiment, "CHUNK_BYTES", 1)  # several kernel calls: state must carry over
     T, B, seed = 40, 8, 11
     K = np.random.default_rng(seed).integers(1, 4, size=T)
-    traj = run(problem, optimizer, batch_size=B, echo=K, seed=seed, log="all")
+    traj = run(problem, optimizer, batch_size=B, echo=K, seed=seed, log="all", first_loss=True)
     X, Y = problem.batches(seed, 0, T, B)
     rows = _sub_batch_rows(optimizer, seed, K, 0, T, B) if isinstance(optimizer, EchoedSGD) else None
-    momentum = getattr(optimizer, "momentum", "nesterov")
-    last, avg, end = echoed_run(X, Y, K, np.full(T, optimizer.lr), method=method, loss=problem.loss,
-                                l2=problem.l2, momentum=momentum, lam=optimizer.lam, rows=rows,
-                                w0=np.zeros(problem.dim))
+    last, avg, end, first = echoed_run(X, Y, K, np.full(T, optimizer.lr), method=method, loss=problem.loss,
+                                       l2=problem.l2, momentum=getattr(optimizer, "momentum", "nesterov"),
+                                       lam=getattr(optimizer, "lam", 0.0), rows=rows, w0=np.zeros(problem.dim),
+                                       betas=getattr(optimizer, "betas", None), eps=getattr(optimizer, "eps", None),
+                                       first_loss=True)
+    np.testing.assert_allclose(traj.first_loss, first, rtol=1e-12)
     assert traj.status == "ok"
     np.testing.assert_array_equal(traj.batches, np.arange(T + 1))
     np.testing.assert_array_equal(traj.steps, np.concatenate([[0], np.cumsum(K)]))
@@ -124,9 +131,15 @@ def test_float32_run_tracks_float64():
 
 def test_log_points_auto_all_count_and_explicit():
     np.testing.assert_array_equal(log_points("auto", 5), [1, 2, 3, 4, 5])
-    pts = log_points("auto", 10**6)
-    assert pts[0] == 1 and pts[-1] == 10**6 and len(pts) <= experiment.AUTO_LOG_POINTS + 1
-    assert np.all(np.diff(pts) > 0)
+    pts = log_points("auto", 10**6)  # every ⌈n/2000⌉: the rule sweeps use too
+    assert pts[-1] == 10**6 and len(pts) == experiment.AUTO_LOG_MAX
+    np.testing.assert_array_equal(np.diff(pts), 500)
+    np.testing.assert_array_equal(log_points("auto", 2001), np.union1d(np.arange(2, 2002, 2), [2001]))
+    from echosim.experiments.assemble import _log_at
+
+    for n in (7, 2000, 2001, 123_457):
+        np.testing.assert_array_equal(np.union1d(_log_at({}, n), [n]), log_points("auto", n))
+        np.testing.assert_array_equal(np.union1d(_log_at({"log_every": "auto"}, n), [n]), log_points("auto", n))
     np.testing.assert_array_equal(log_points([3, 1], 5), [1, 3, 5])
     traj = run(LS, EchoedGD(0.1), batch_size=4, echo=1, n_batches=10**4, seed=0, log=20)
     assert traj.batches[-1] == 10**4 and len(traj) <= 21
@@ -165,6 +178,11 @@ def test_bad_input_names_the_argument(kwargs, field):
     (lambda: EchoedSGD(0.1, sub_batch=0), "sub_batch"),
     (lambda: EchoedNesterov(0.1, momentum=1.5), "momentum"),
     (lambda: EchoedProx(0.1, lam=-1), "lam"),
+    (lambda: EchoedHeavyBall(0.1, momentum=1.0), "momentum"),
+    (lambda: EchoedHeavyBall(0.1, momentum="nesterov"), "momentum"),
+    (lambda: EchoedAdam(0.1, betas=(0.9,)), "betas"),
+    (lambda: EchoedAdam(0.1, betas=(0.9, 1.0)), r"betas\[1\]"),
+    (lambda: EchoedAdam(0.1, eps=0.0), "eps"),
 ])
 def test_bad_optimizer_specs_name_the_field(make, field):
     with pytest.raises(ValueError, match=field):
@@ -255,8 +273,10 @@ TRAJECTORY_FIELDS = ("batches", "steps", "time", "risk", "risk_avg", "risk_end_a
 
 def assert_same_trajectory(got, want):
     assert (got.status, got.diverged_at, got.info) == (want.status, want.diverged_at, want.info)
-    for name in TRAJECTORY_FIELDS:
-        assert getattr(got, name).tobytes() == getattr(want, name).tobytes(), name
+    for name in TRAJECTORY_FIELDS + ("first_loss",):
+        a, b = getattr(got, name), getattr(want, name)
+        assert (a is None) == (b is None), name
+        assert a is None or a.tobytes() == b.tobytes(), name
 
 
 @pytest.mark.parametrize("pipe", [
@@ -334,25 +354,184 @@ def test_compiled_kernels_have_the_types_real_runs_pass():
     from echosim.pipeline.service_times import Exponential
     from echosim.training import kernel, sampling
 
-    dispatchers = (kernel.echo_chunk, kernel.echo_chunk_many, sampling.draw_block)
-    experiment.compile_kernels(("float64", "float32"))
+    from echosim.training.runner import kernel_key
+
+    opts = (EchoedGD(0.1), EchoedSGD(0.1, sub_batch=2), EchoedAdam(0.1), MinibatchSGD(0.1))
+    problems = (LeastSquares(dim=3), Logistic(dim=3), LOGI, SOFTMAX)
+    keys = sorted({kernel_key(o.name, p.loss, many) for o in opts for p in problems for many in (False, True)})
+    dispatchers = [experiment._kernel(k) for k in keys] + [sampling.draw_block]
+    experiment.compile_kernels(("float64", "float32"), kernels=[*keys, "draws"])
     compiled = [set(f.signatures) for f in dispatchers]
     example = simulate(Pipeline(arrival=Exponential(3.0), policy="example", echo=2.5), n_batches=6, seed=0,
                        batch_size=4)
     for dtype in ("float64", "float32"):
-        for problem in (LeastSquares(dim=3), Logistic(dim=3), LOGI):
-            for opt in (EchoedGD(0.1), EchoedSGD(0.1, sub_batch=2), EchoedNesterov(0.1), EchoedProx(0.1, lam=0.5),
-                        MinibatchSGD(0.1)):
+        for problem in problems:
+            for opt in opts:
                 echo = 1 if isinstance(opt, MinibatchSGD) else 3
                 for log_unit in ("batch", "step"):
                     kw = dict(batch_size=4, echo=echo, n_batches=5, dtype=dtype, log_unit=log_unit)
                     run(problem, opt, **kw)
-                    echosim.run_many(problem, [opt, opt], **kw)
+                    echosim.run_many(problem, [opt, opt], first_loss=True, **kw)
+                    state = experiment.start(problem, opt, batch_size=4, dtype=dtype, log_unit=log_unit)
+                    state.advance([echo, echo], step_end=np.arange(1.0, 2 * echo + 1))
+                    state.trajectory()
         run(LS, EchoedGD(0.1), batch_size=4, echo=example, dtype=dtype)
         echosim.run_many(LS, [EchoedGD(0.1)], batch_size=4, echo=example, dtype=dtype)
     assert [set(f.signatures) for f in dispatchers] == compiled
+    del kernel
 
 
 def test_compile_kernels_names_what_it_can_compile():
-    with pytest.raises(ValueError, match="kernels must be among"):
-        experiment.compile_kernels(kernels=["many", "everything"])
+    with pytest.raises(ValueError, match="kernels must be"):
+        experiment.compile_kernels(kernels=["echoed_gd:logistic:wide", "everything"])
+    with pytest.raises(ValueError, match="method must be one of"):
+        experiment.compile_kernels(kernels=["echoed_lion:logistic:wide"])
+    with pytest.raises(ValueError, match="loss must be one of"):
+        experiment.compile_kernels(kernels=["echoed_gd:huber:rows"])
+
+
+# --------------------------------------------------------------------------- block by block (issue 19's driver)
+
+ALL_METHODS = [EchoedGD(0.2), MinibatchSGD(0.2), EchoedSGD(0.2, sub_batch=3), EchoedSGD(0.2, sub_batch=5, replace=False),
+               EchoedNesterov(0.05), EchoedNesterov(0.1, momentum=0.5), EchoedProx(0.2, lam=0.5),
+               EchoedHeavyBall(0.05, momentum=0.8), EchoedAdam(0.05)]
+
+
+def _blocks(T, rng):
+    """Block sizes that straddle the data windows (16 batches) at odd places."""
+    cuts = np.unique(np.concatenate([[0, 1, 2, 16, 17, T], rng.integers(1, T, size=6)]))
+    return list(zip(cuts[:-1], cuts[1:]))
+
+
+@pytest.mark.parametrize("optimizer", ALL_METHODS, ids=repr)
+@pytest.mark.parametrize("log_unit", ["batch", "step"])
+def test_a_run_advanced_block_by_block_is_bitwise_the_run_at_once(optimizer, log_unit):
+    T, B, seed = 45, 8, 4
+    rng = np.random.default_rng(7)
+    K = np.ones(T, dtype=np.int64) if isinstance(optimizer, MinibatchSGD) else rng.integers(1, 4, size=T)
+    whole = run(LOGI, optimizer, batch_size=B, echo=K, seed=seed, log="all", log_unit=log_unit, first_loss=True)
+    for n_batches in (T, None):  # a known horizon, and an open one
+        state = echosim.start(LOGI, optimizer, batch_size=B, seed=seed, n_batches=n_batches, log="all",
+                              log_unit=log_unit, first_loss=True)
+        firsts = [state.advance(K[a:b]) for a, b in _blocks(T, rng)]
+        assert_same_trajectory(state.trajectory(), whole)
+        assert np.concatenate(firsts).tobytes() == whole.first_loss.tobytes()
+        assert state.first_losses.tobytes() == whole.first_loss.tobytes() and state.batches_done == T
+
+
+@pytest.mark.parametrize("optimizer", [EchoedGD(0.3), EchoedAdam(0.05), EchoedSGD(0.3, sub_batch=2)], ids=repr)
+def test_many_learning_rates_advanced_block_by_block_are_bitwise_the_run_at_once(optimizer):
+    T, rng = 40, np.random.default_rng(3)
+    K = rng.integers(1, 4, size=T)
+    opts = [dataclasses.replace(optimizer, lr=lr) for lr in (0.05, 0.3, 40.0)]  # the last one diverges
+    whole = echosim.run_many(LS, opts, batch_size=8, echo=K, seed=2, log=[3, 10, 25], first_loss=True)
+    state = echosim.start_many(LS, opts, batch_size=8, seed=2, n_batches=T, log=[3, 10, 25], first_loss=True)
+    for a, b in _blocks(T, rng):
+        state.advance(K[a:b])
+    for got, want in zip(state.trajectories(), whole):
+        assert_same_trajectory(got, want)
+    assert [t.status for t in whole] == ["ok", "ok", "diverged"] or isinstance(optimizer, EchoedAdam)
+    assert state.first_losses.shape == (T, 3)
+
+
+def test_block_step_times_give_the_wall_clock_of_a_timed_schedule():
+    pipe = echosim.Pipeline(echosim.Gamma(mean=3.0, cv=0.5), policy="greedy", max_echo=6)
+    schedule = echosim.simulate(pipe, n_batches=50, seed=2)
+    for log_unit in ("batch", "step"):
+        whole = run(LS, EchoedHeavyBall(0.05), batch_size=8, echo=schedule, seed=3, log="all", log_unit=log_unit)
+        state = echosim.start(LS, EchoedHeavyBall(0.05), batch_size=8, seed=3, n_batches=50, log_unit=log_unit)
+        K, ends = schedule.steps_per_batch, schedule.step_end
+        steps = np.concatenate([[0], np.cumsum(K)])
+        for a, b in _blocks(50, np.random.default_rng(0)):
+            state.advance(K[a:b], step_end=ends[steps[a]:steps[b]])
+        assert_same_trajectory(state.trajectory(), whole)
+
+
+def test_a_block_run_stopped_between_log_points_ends_with_its_current_state():
+    state = echosim.start(LS, EchoedGD(0.1), batch_size=8, seed=1, log=[5, 20])
+    state.advance(np.full(12, 2))
+    traj = state.trajectory()
+    np.testing.assert_array_equal(traj.batches, [0, 5, 12])
+    whole = run(LS, EchoedGD(0.1), batch_size=8, echo=2, n_batches=12, seed=1, log="all")
+    assert traj.risk[-1] == whole.risk[-1] and traj.risk_avg[-1] == whole.risk_avg[-1]
+    assert traj.w.tobytes() == whole.w.tobytes()
+
+
+def test_block_run_bad_input_names_the_argument():
+    state = echosim.start(LS, EchoedGD(0.1), batch_size=4, n_batches=5)
+    with pytest.raises(ValueError, match="K_t"):
+        state.advance([2, 0])
+    with pytest.raises(ValueError, match="n_batches=5"):
+        state.advance(np.ones(6, dtype=int))
+    with pytest.raises(ValueError, match="step_end"):
+        state.advance([1, 1], step_end=[2.0, 1.0])
+    with pytest.raises(ValueError, match="one step per batch"):
+        echosim.start(LS, MinibatchSGD(0.1), batch_size=4).advance([2])
+    with pytest.raises(ValueError, match="log="):
+        echosim.start(LS, EchoedGD(0.1), batch_size=4, log="auto")  # no horizon to space "auto" over
+    with pytest.raises(ValueError, match="n_batches"):
+        echosim.start(LS, EchoedGD(np.ones(3)), batch_size=4)
+    with pytest.raises(ValueError, match="first_loss"):
+        example = echosim.simulate(echosim.Pipeline(echosim.Exponential(3.0), policy="example", echo=2.0),
+                                   n_batches=4, seed=0, batch_size=4)
+        run(LS, EchoedGD(0.1), batch_size=4, echo=example, first_loss=True)
+
+
+def test_an_unknown_loss_is_an_error_at_the_facade_never_a_silent_logistic():
+    class Huber(LeastSquares):
+        loss = "huber"
+
+    with pytest.raises(ValueError, match="loss must be one of 'squared', 'logistic', 'softmax'"):
+        run(Huber(dim=3), EchoedGD(0.1), batch_size=4, echo=1, n_batches=3)
+    with pytest.raises(ValueError, match="loss must be one of"):
+        Dataset(np.ones((4, 2)), np.ones(4), loss="huber")
+
+
+def test_trajectory_to_frame_has_one_row_per_logged_point():
+    pd = pytest.importorskip("pandas")
+    traj = run(LS, EchoedAdam(0.05), batch_size=8, echo=2, n_batches=20, seed=0, log=5)
+    frame = traj.to_frame()
+    assert isinstance(frame, pd.DataFrame) and len(frame) == len(traj)
+    np.testing.assert_array_equal(frame["risk"], traj.risk)
+    assert frame["time"].isna().all()
+
+
+def test_trajectory_to_frame_without_pandas_names_the_extra(monkeypatch):
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_pandas(name, *args, **kwargs):
+        if name == "pandas":
+            raise ImportError("no pandas here")
+        return real_import(name, *args, **kwargs)
+
+    traj = run(LS, EchoedGD(0.1), batch_size=8, echo=1, n_batches=5)
+    monkeypatch.setattr(builtins, "__import__", no_pandas)
+    with pytest.raises(ImportError, match=r"echosim\[sweep\]"):
+        traj.to_frame()
+
+
+def test_a_run_says_once_on_stderr_when_it_compiles_and_never_when_it_does_not(capfd, monkeypatch):
+    from numba.core import event
+
+    def compiling_run(**kwargs):
+        with event.trigger_event("numba:compile", data={}):  # what Numba reports when it compiles
+            with event.trigger_event("numba:compile", data={}):
+                pass
+        return kwargs
+
+    monkeypatch.delenv(experiment.QUIET_ENV, raising=False)
+    with experiment._compile_notice(quiet=False):
+        compiling_run()
+    assert capfd.readouterr().err.count("compiling the Numba kernels") == 1
+    with experiment._compile_notice(quiet=True):
+        compiling_run()
+    monkeypatch.setenv(experiment.QUIET_ENV, "1")
+    with experiment._compile_notice(quiet=False):
+        compiling_run()
+    assert capfd.readouterr().err == ""
+    monkeypatch.delenv(experiment.QUIET_ENV)
+    run(LS, EchoedGD(0.1), batch_size=8, echo=1, n_batches=5)  # compiled already in this process
+    captured = capfd.readouterr()
+    assert captured.err == "" and captured.out == ""

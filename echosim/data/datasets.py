@@ -16,8 +16,8 @@ This module turns a named data set or a file into a `Dataset`:
 Rows are standardised by default (zero mean, unit variance per feature), which changes
 the constants β and ρ that `Dataset.constants` computes from the rows. Logistic labels
 are mapped to {−1, +1} by a ``task`` ("2-vs-rest", "1-vs-2", "even-odd") or a
-``positive`` label; ``load_arrays(..., task="multiclass")`` keeps integer classes for a
-future softmax loss. scikit-learn is needed only for named data sets and SVMlight files,
+``positive`` label; ``load_arrays(..., task="multiclass")`` keeps the integer classes, as
+``loss="softmax"`` (multinomial logistic regression) needs them. scikit-learn is needed only for named data sets and SVMlight files,
 and is imported when they are loaded (``pip install 'echosim[datasets]'``).
 How-to: docs/howto/datasets.md.
 """
@@ -35,7 +35,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from echosim.training.problems import LOSSES, Dataset, SeparableDataError
+from echosim.training.losses import get_loss
+from echosim.training.problems import Dataset, SeparableDataError
 
 DEFAULT_L2 = 1e-4
 """L2 weight used when ``l2=None`` and the logistic data are linearly separable."""
@@ -94,9 +95,7 @@ def _sklearn_datasets():
 
 
 def _check_loss(loss):
-    if loss not in LOSSES:
-        raise ValueError(f"loss must be one of {', '.join(map(repr, LOSSES))}; got {loss!r}")
-    return loss
+    return get_loss(loss).name
 
 
 def _check_l2(l2):

@@ -7,7 +7,7 @@ import sys
 import numpy as np
 import pytest
 
-from echosim.training import dataset_risk as dr
+from echosim.training import losses as dr
 
 
 def data(n=3000, d=7, seed=0):
@@ -21,7 +21,7 @@ def test_mean_losses_equal_the_numpy_twin(loss):
     X, y, Wt = data()
     Z = X @ Wt
     twin = np.logaddexp(0.0, -y[:, None] * Z) if loss == "logistic" else 0.5 * (Z - y[:, None]) ** 2
-    np.testing.assert_allclose(dr.mean_losses(X, y, Wt, dr.LOSS_CODES[loss]), twin.mean(axis=0), rtol=1e-13)
+    np.testing.assert_allclose(dr.mean_losses(X, y, Wt, dr.loss_code(loss)), twin.mean(axis=0), rtol=1e-13)
 
 
 def test_logistic_losses_do_not_overflow_at_huge_margins():
@@ -40,7 +40,7 @@ def test_gradient_and_hessian_equal_the_numpy_twin(loss):
         r, h = -y * s, s * (1 - s)
     else:
         r, h = z - y, np.ones_like(z)
-    g, H = dr.grad_hess(X, y, w, dr.LOSS_CODES[loss])
+    g, H = dr.grad_hess(X, y, w, dr.loss_code(loss))
     np.testing.assert_allclose(g, X.T @ r / len(y), rtol=1e-12, atol=1e-15)
     np.testing.assert_allclose(H, (X * h[:, None]).T @ X / len(y), rtol=1e-12, atol=1e-15)
     np.testing.assert_array_equal(H, H.T)

@@ -11,8 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from echosim.training import datasets as eds
-from echosim.training.datasets import DEFAULT_L2, NAMES, from_csv, from_npz, from_svmlight, load_arrays, load_dataset
+from echosim.data import datasets as eds
+from echosim.data.datasets import DEFAULT_L2, NAMES, from_csv, from_npz, from_svmlight, load_arrays, load_dataset
 from echosim.training.problems import Dataset
 
 skd = pytest.importorskip("sklearn.datasets")

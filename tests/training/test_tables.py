@@ -1,0 +1,106 @@
+"""The method and loss tables: every row is whole, and every layer reads them (no shadow lists)."""
+
+import math
+
+import numpy as np
+import pytest
+
+import theory
+from echosim.training import losses, methods
+from echosim.training.methods import METHODS, EchoedAdam, EchoedHeavyBall, EchoedNesterov
+
+
+@pytest.mark.parametrize("name", list(METHODS))
+def test_every_method_row_is_whole_and_its_spec_round_trips_through_its_config(name):
+    row = METHODS[name]
+    assert row.spec.name == name and row.code in (methods.GD, methods.NESTEROV, methods.PROX, methods.HEAVY_BALL,
+                                                  methods.ADAM)
+    spec = row.spec(lr=0.1)
+    assert spec.method is row
+    assert set(row.fields) <= set(methods.HYPER_FIELDS)
+    assert row.build(0.1, spec.config()) == spec  # config keys → spec → config keys
+    assert row.iterate in ("last", "avg", "end_avg")
+    for fn in (row.bound, row.lr_rule):
+        assert fn is None or callable(getattr(theory, fn))
+    for state, start in row.state:
+        assert start in ("w0", "zero")
+    assert isinstance(spec.kernel_hyper(), np.ndarray)
+
+
+def test_heavy_ball_adam_sub_batch_sgd_and_constant_momentum_nesterov_have_no_bound():
+    for name in ("echoed_heavy_ball", "echoed_adam", "echoed_sgd"):
+        assert METHODS[name].bound_for({}) is None
+    assert METHODS["echoed_nesterov"].bound_for({}) == "echoed_agd_bound"
+    assert METHODS["echoed_nesterov"].bound_for({"momentum": 0.5}) is None
+    assert METHODS["echoed_gd"].bound_for({}) == "echoed_gd_bound"
+    assert METHODS["echoed_heavy_ball"].lr_rule is None and METHODS["echoed_adam"].lr_rule is None
+
+
+def test_the_users_hyper_parameters_carry_over_from_torch():
+    assert EchoedHeavyBall(0.1).momentum == 0.9
+    adam = EchoedAdam(1e-3)
+    assert (adam.betas, adam.eps) == ((0.9, 0.999), 1e-8)
+    assert adam.config() == {"beta1": 0.9, "beta2": 0.999, "eps": 1e-8}
+    assert repr(EchoedAdam(0.01, betas=(0.8, 0.99))) == "EchoedAdam(lr=0.01, betas=(0.8, 0.99), eps=1e-08)"
+    assert EchoedNesterov(0.1).kernel_hyper()[0] == -1.0
+
+
+def test_the_config_schema_reads_the_method_table():
+    from echosim.experiments.schema import FIELDS
+
+    opt = FIELDS["optimizer"]
+    assert opt["method"].choices == tuple(METHODS)
+    for key in methods.HYPER_FIELDS:
+        assert set(opt[key].applies) == {m for m, row in METHODS.items() if key in row.fields}
+    assert opt["momentum"].default == {"echoed_nesterov": "nesterov", "echoed_heavy_ball": 0.9}
+    assert opt["beta2"].default == 0.999
+
+
+def test_sweep_configs_build_heavy_ball_and_adam_with_their_defaults_and_refuse_a_theory_step():
+    from echosim.experiments.config import parse_config
+    from echosim.experiments.schema import ConfigError
+    from echosim.experiments.specs import build_optimizer
+
+    base = {"problem": {"kind": "logistic", "dim": 3}, "sweep": {"n_batches": 5, "window": 1}}
+    conf = parse_config({**base, "optimizer": {"method": ["echoed_heavy_ball", "echoed_adam"], "lr": 0.1,
+                                               "batch_size": 4, "echo": 2}})
+    opts = [build_optimizer(r.optimizer) for r in conf.runs]
+    assert opts == [EchoedHeavyBall(0.1, momentum=0.9), EchoedAdam(0.1)]
+    assert conf.runs[1].optimizer == {"method": "echoed_adam", "lr": 0.1, "batch_size": 4, "beta1": 0.9,
+                                      "beta2": 0.999, "eps": 1e-8}
+    with pytest.raises(ConfigError, match="momentum"):
+        parse_config({**base, "optimizer": {"method": "echoed_heavy_ball", "momentum": "nesterov", "lr": 0.1,
+                                            "batch_size": 4}})
+    with pytest.raises(ConfigError, match="no bound"):
+        parse_config({**base, "optimizer": {"method": "echoed_adam", "lr": "theory", "batch_size": 4}})
+    with pytest.raises(ConfigError, match="applies only when optimizer.method is 'echoed_adam'"):
+        parse_config({**base, "optimizer": {"method": "echoed_gd", "beta1": 0.5, "lr": 0.1, "batch_size": 4}})
+
+
+def test_the_loss_table_has_the_only_codes_and_an_unknown_name_is_refused():
+    codes = [row.code for row in losses.LOSSES.values()]
+    assert len(set(codes)) == len(codes) == 3
+    assert losses.loss_code("squared") == losses.SQUARED and losses.loss_code("softmax") == losses.SOFTMAX
+    with pytest.raises(ValueError, match="loss must be one of 'squared', 'logistic', 'softmax'; got 'huber'"):
+        losses.loss_code("huber")
+
+
+def test_margin_loss_formulas_agree_with_their_derivatives():
+    from echosim.training import losses as dataset_risk
+
+    z = np.linspace(-30.0, 30.0, 61)
+    h = 1e-6
+    for name in ("squared", "logistic"):
+        code = losses.loss_code(name)
+        for y in (-1.0, 1.0, 0.3):
+            if name == "logistic" and y == 0.3:
+                continue
+            value = np.array([dataset_risk.value(v, y, code) for v in z])
+            deriv = np.array([dataset_risk.deriv(v, y, code) for v in z])
+            curv = np.array([dataset_risk.curvature(v, y, code) for v in z])
+            numeric = (np.array([dataset_risk.value(v + h, y, code) for v in z]) - value) / h
+            np.testing.assert_allclose(deriv, numeric, rtol=1e-4, atol=1e-5)
+            numeric2 = (np.array([dataset_risk.deriv(v + h, y, code) for v in z]) - deriv) / h
+            np.testing.assert_allclose(curv, numeric2, rtol=1e-4, atol=1e-5)
+    assert math.isnan(dataset_risk.value(0.0, 1.0, 7))  # an unknown code is never another loss
+    assert math.isnan(dataset_risk.deriv(0.0, 1.0, 7))
