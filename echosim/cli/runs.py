@@ -38,11 +38,12 @@ def _cmd_sweep(args) -> int:
     c = report.counts
     print(f"status: {c['ok']} ok, {c['diverged']} diverged, {c['failed']} failed; results in {report.out}")
     print()
-    print(report_mod.format_tuned(report.tuned, conf))
-    check = report_mod.regime_check(report.tuned, report.summary, conf.settings.get("rtol"))
+    print(report_mod.format_tuned(report.tuned, conf, report.summary))
+    check = report_mod.regime_check(report.tuned, report.summary, conf.settings)
     if check:
         print()
         print(check)
+    words = report_mod.in_words(report.tuned, report.summary)
     if not args.no_plot:
         from echosim.plots.views import plot_results
 
@@ -53,6 +54,11 @@ def _cmd_sweep(args) -> int:
         else:
             print()
             print("figures: " + ", ".join(str(f) for f in files))
+    if words:
+        print()
+        print("In words:")
+        for line in words:
+            print("  " + line)
     if c["failed"]:
         first = report.summary.loc[report.summary["status"] == "failed", "error"].iloc[0]
         print(f"echosim sweep: {c['failed']} run(s) failed (first: {first}); re-run the same command "
@@ -106,7 +112,8 @@ def _single_run_config(args):
 
 
 def _cmd_run(args) -> int:
-    from echosim.experiments import executors, store
+    from echosim.experiments import executors
+    from echosim.experiments.analysis import run_convergence
     from echosim.experiments.assemble import execute_run
 
     conf = _single_run_config(args)
@@ -119,7 +126,7 @@ def _cmd_run(args) -> int:
     payload = execute_run(spec)
     row = dict(payload["summary"])
     if payload["curves"] is not None:
-        row.update(store._analysis(row, payload["curves"], conf.settings))
+        row.update(run_convergence(row, payload["curves"], conf.settings))
     if args.json:
         import json
 

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from echosim.experiments import store
+from echosim.experiments import store, tables
 from echosim.experiments.assemble import _log_every, execute_group, group_by_learning_rate, group_key
 from echosim.pipeline.schedule import mean_batch_time
 from echosim.experiments import executors
@@ -178,7 +178,7 @@ def run_sweep(config: SweepConfig, out=None, *, workers: int | None = None, sche
 
         execute(runs)
         for round_no in range(config.settings.get("lr_extend", 0)):
-            tuned = store.merge(out, [r.run_id for r in runs], config.settings, payloads=payloads, write=False,
+            tuned = tables.merge(out, [r.run_id for r in runs], config.settings, payloads=payloads, write=False,
                                 curves_as=None, store=results).tuned
             more = lr_extensions(runs, tuned, config.settings)
             if not more:
@@ -188,7 +188,7 @@ def run_sweep(config: SweepConfig, out=None, *, workers: int | None = None, sche
                       f"{config.settings['lr_extend']})", file=stream)
             runs += more
             execute(more)
-        merged = store.merge(out, [r.run_id for r in runs], config.settings, payloads=payloads,
+        merged = tables.merge(out, [r.run_id for r in runs], config.settings, payloads=payloads,
                              curves_as="arrow", store=results)
         counts = {s: int((merged.summary["status"] == s).sum()) if len(merged.summary) else 0
                   for s in ("ok", "diverged", "failed")}

@@ -44,7 +44,7 @@ def _runs_as_arrays(runs) -> list[dict]:
     """Trajectories, dicts of arrays, or a curves DataFrame → list of dicts of arrays."""
     if hasattr(runs, "groupby") and hasattr(runs, "columns"):  # a curves DataFrame
         if "run_id" not in runs.columns:
-            raise ValueError("a curves DataFrame needs a run_id column (echosim.experiments.store.load(...).curves)")
+            raise ValueError("a curves DataFrame needs a run_id column (echosim.experiments.tables.load(...).curves)")
         out = []
         for _, g in runs.groupby("run_id", sort=False, observed=True):
             g = g.sort_values("batches")
@@ -416,7 +416,7 @@ def plot_results(path, out=None, formats=("png", "pdf"), echoes=None) -> list[Pa
     risk vs wall-clock (fresh batches without a pipeline) at the tuned lr, median and
     10–90% band over seeds, with the theory bound.
     """
-    from echosim.experiments.store import load
+    from echosim.experiments.tables import load
 
     for f in formats:
         if f not in ("png", "pdf", "svg"):

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import theory
-from echosim.experiments.store import load
+from echosim.experiments.tables import load
 from echosim.experiments.sweep import run_sweep
 from echosim.plots import figures as F
 
