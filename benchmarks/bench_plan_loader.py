@@ -111,7 +111,7 @@ def make_step(reps: int, n: int = 192, kind: str = "matmul", seconds: float = 0.
 
 
 def measure(pool, args, policy, step) -> dict:
-    from echosim.plan import echoing
+    from echosim.planner import echoing
 
     loader = ProcessLoader(pool, args.batches + 1, args.batch_size, args.decode_reps)
     it = echoing(loader, policy, max_echo=args.max_echo)

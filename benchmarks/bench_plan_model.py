@@ -8,8 +8,8 @@
 For each problem (least squares and logistic on synthetic data with condition number
 100, L2-regularised logistic regression on the breast-cancer data), each batch size B in 4 … 16384 and echo factor K in 1 … 64, the
 fresh batches to target T(K, B) are simulated with the learning rate tuned per (B, K)
-(`echosim.plan.simulated.tuned_batches`: median over seeds, target: trailing mean of
-the last `window` losses <= (1 + rtol) F*). Each model of `echosim.plan.response` is
+(`echosim.planner.simulated.tuned_batches`: median over seeds, target: trailing mean of
+the last `window` losses <= (1 + rtol) F*). Each model of `echosim.planner.response` is
 fitted to the K = 1 column only, as a user without echoing would measure it, either
 from every B ("all B") or from two batch sizes ("2 B": B = 64 and 1024), and predicts
 every (K > 1, B). Reported: median and 90th-percentile relative error of T(K, B) and of
@@ -44,14 +44,14 @@ PAIR = (64, 1024)
 def simulate(args):
     import pandas as pd
 
-    from echosim.plan.simulated import tuned_batches
+    from echosim.planner.simulated import tuned_batches
 
     frames = []
     for name in args.problems:
         t = time.perf_counter()
         df = tuned_batches(PROBLEMS[name], args.batch_sizes, args.echoes, repetitions=args.seeds, rtol=args.rtol,
                            window=args.window, workers=args.workers, lr_decades=4.0, per_decade=3,
-                           max_budget=args.max_budget)
+                           max_budget=args.max_budget, rule=args.rule)
         df["problem"] = name
         print(f"simulated {name}: {len(df)} settings in {time.perf_counter() - t:.0f} s", file=sys.stderr, flush=True)
         frames.append(df)
@@ -61,7 +61,7 @@ def simulate(args):
 
 
 def score(df, models, fit_sizes=None):
-    from echosim.plan.response import fit_response
+    from echosim.planner.response import fit_response
 
     out = {}
     for model in models:
@@ -96,6 +96,8 @@ def main(argv=None) -> int:
     ap.add_argument("--seeds", type=int, default=2)
     ap.add_argument("--rtol", type=float, default=0.002)
     ap.add_argument("--window", type=int, default=3)
+    ap.add_argument("--rule", default="first", choices=("first", "stable"),
+                    help="when a run has reached the target: first entry of the trailing mean, or stays below")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--quick", action="store_true",
                     help="B in 16, 256, 4096 and K in 1, 4, 16, 64 only (about a fifth of the work)")
@@ -106,7 +108,7 @@ def main(argv=None) -> int:
         args.batch_sizes, args.echoes = [16, 256, 4096], [1, 4, 16, 64]
     import pandas as pd
 
-    from echosim.plan.response import MODELS
+    from echosim.planner.response import MODELS
 
     t0 = time.perf_counter()
     if args.from_table:

@@ -3,7 +3,8 @@
 The public API is re-exported here and loaded on first use, so ``import echosim``
 stays cheap (no Numba compilation, no matplotlib). The layers, bottom up:
 `echosim.pipeline` (the loader), `echosim.training` (the learner),
-`echosim.experiments` (configs, runs, the store), `echosim.plots`; `theory` beside them.
+`echosim.experiments` (configs, runs, the store), `echosim.planner` (should I echo?),
+`echosim.plots`; `theory` beside them.
 """
 
 from echosim._version import __version__
@@ -43,8 +44,11 @@ _EXPORTS = {
     "run_sweep": "echosim.experiments.sweep",
     "median_band": "echosim.plots.views",
     "overlay": "echosim.plots.views",
-    "plan": "echosim.plan.advisor",
-    "echoing": "echosim.plan.echoing",
+    "plan": "echosim.planner.advisor",
+    "echoing": "echosim.planner.echoing",
+    "pilot": "echosim.planner.pilot",
+    "Records": "echosim.planner.records",
+    "load_records": "echosim.planner.records",
 }
 _MODULES = {"datasets": "echosim.training.datasets"}  # public submodule shortcuts
 

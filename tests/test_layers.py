@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-LAYERS = ("theory", "echosim.pipeline", "echosim.training", "echosim.experiments", "echosim.plan", "echosim.plots", "echosim.cli")
+LAYERS = ("theory", "echosim.pipeline", "echosim.training", "echosim.experiments", "echosim.planner", "echosim.plots", "echosim.cli")
 """Bottom up: a module may import its own layer and the layers below it."""
 PURE = ("theory", "echosim.pipeline", "echosim.training")
 PURE_THIRD_PARTY = {"numpy", "numba", "scipy"}

@@ -25,7 +25,7 @@ def profile(
     *,
     clock: Callable[[], float] = time.perf_counter,
     warmup: int = 0,
-    mode: str = "cycle",
+    mode: str = "resample",
 ) -> Trace:
     """Time how long ``iterable`` takes to produce each of its first ``n`` batches.
 
@@ -49,8 +49,10 @@ def profile(
     warmup : int, default 0
         Batches fetched first and not timed (a DataLoader's first batch includes
         starting its workers).
-    mode : {"cycle", "resample"}
-        Mode of the returned `Trace`.
+    mode : {"resample", "cycle"}
+        Mode of the returned `Trace`: ``"resample"`` (the default, as for trace files read
+        by the planner and `echoing.trace`) draws i.i.d. from the times; ``"cycle"``
+        replays them in order.
 
     Returns
     -------

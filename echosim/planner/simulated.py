@@ -59,7 +59,7 @@ def lr_grid_for(problem_obj, decades: float = 3.5, per_decade: int = 4) -> dict:
     return {"start": stop / 10 ** decades, "stop": stop, "per_decade": per_decade}
 
 
-def run_config(data: dict, workers: int, store_dir=None):
+def run_config(data: dict, workers: int, store_dir=None, progress=False):
     """Parse and run a sweep config dict; its tables go to a temporary directory, its
     runs to the run store (`store_dir`, default the shared one: finished runs are reused)."""
     from echosim.experiments.config import parse_config
@@ -67,7 +67,7 @@ def run_config(data: dict, workers: int, store_dir=None):
 
     conf = parse_config(data, source="<plan>")
     with tempfile.TemporaryDirectory(prefix="echosim-plan-") as d:
-        return conf, run_sweep(conf, out=d, workers=workers, progress=False, store_dir=store_dir)
+        return conf, run_sweep(conf, out=d, workers=workers, progress=bool(progress), store_dir=store_dir)
 
 
 _MAX_BUDGET = 64_000
@@ -80,7 +80,7 @@ def _initial_budget(B: int) -> int:
 
 def tuned_batches(problem, batch_sizes, echoes, *, repetitions: int = 2, rtol: float = 0.01, window: int = 10,
                   seed: int = 0, workers: int = 2, lr_decades: float = 3.0, per_decade: int = 4,
-                  max_budget: int = 64_000, slack: float = 1.5):
+                  max_budget: int = 64_000, slack: float = 1.5, rule: str = "first"):
     """Fresh batches to target T(K, B), learning rate tuned per (B, K), no pipeline.
 
     Stage 1 runs K = 1 at every B, doubling the budget of fresh batches until the
@@ -101,7 +101,7 @@ def tuned_batches(problem, batch_sizes, echoes, *, repetitions: int = 2, rtol: f
     problem_obj = build_problem(probe.runs[0].problem)
     lr = lr_grid_for(problem_obj, lr_decades, per_decade)
     settings = {"name": "plan-response", "seed": seed, "repetitions": repetitions, "rtol": rtol,
-                "window": window, "iterate": "last", "tune_by": "batches", "rule": "first"}
+                "window": window, "iterate": "last", "tune_by": "batches", "rule": rule}
     budgets = {int(B): _initial_budget(int(B)) for B in batch_sizes}
     T1: dict = {}
     todo = sorted(budgets)
@@ -171,27 +171,37 @@ def _service_table(dist) -> dict:
     return _jsonable(dist.to_dict())
 
 
-def run_candidates(cands, pconf, ctx, target, processes, results):
-    """Form (a) of `echosim.plan.plan`: simulate every candidate end to end.
+def run_candidates(cands, pconf, ctx, target, processes, results, progress=None):
+    """Form (a) of `echosim.planner.plan`: simulate every candidate end to end.
 
-    Per (B, workers): a sweep whose runs are every candidate policy × a learning-rate
-    grid × ``seeds`` repetitions, behind the loader and the step time, tuned by
-    wall-clock to target. The budget of fresh batches is first found on the sync
-    baseline (doubled until it reaches the target), then 1.5× that is given to every
-    candidate. Fills each candidate dict in place; returns (source text, notes).
+    Per (B, workers, timing): a sweep whose runs are every candidate policy × a
+    learning-rate grid × ``seeds`` repetitions, behind the candidate's loader and step
+    times, tuned by wall-clock to target. The target is the user's: the loss reaches
+    (1 + target)·F* and stays there to the end of the run. The budget of fresh batches
+    is first found on the sync baseline (doubled until it reaches the target), then the
+    same rule, 1.5× the baseline's T, is given to every candidate. Fills each candidate
+    dict in place; returns (source text, notes).
     """
     problem_obj = _probe(pconf)
     lr = lr_grid_for(problem_obj)
-    window = 5
+    window = 1
     notes = []
     settings = {"name": "plan", "seed": ctx["seed"], "repetitions": ctx["seeds"], "rtol": float(target),
-                "window": window, "iterate": "last", "tune_by": "time", "rule": "first"}
-    groups = sorted({(c["batch_size"], c["workers"]) for c in cands})
-    step_mean = ctx["step"].mean
-    for B, W in groups:
-        mine = [c for c in cands if (c["batch_size"], c["workers"]) == (B, W)]
-        pipe = {"arrival": _service_table(ctx["load"].at(B)), "step_time": _service_table(ctx["step"]),
+                "window": window, "iterate": "last", "tune_by": "time", "rule": "stable"}
+
+    def timing_key(c):
+        return (c["batch_size"], c["workers"], repr(c["loader_time"]), repr(c["step_time_dist"]))
+
+    groups = list(dict.fromkeys(timing_key(c) for c in cands))
+    for gkey in groups:
+        mine = [c for c in cands if timing_key(c) == gkey]
+        B, W = gkey[0], gkey[1]
+        pipe = {"arrival": _service_table(mine[0]["loader_time"]), "step_time": _service_table(mine[0]["step_time_dist"]),
                 "workers": W, "prefetch": ctx["prefetch"]}
+        if not any(c["policy"] == "sync" for c in mine):  # every timing group needs its own baseline budget
+            mine_base = [{"policy": "sync", "echo": 1}]
+        else:
+            mine_base = [c for c in mine if c["policy"] == "sync"]
 
         def sweep(cs, n_batches):
             pol = [c["policy"] for c in cs]
@@ -206,12 +216,11 @@ def run_candidates(cands, pconf, ctx, target, processes, results):
                                                                      c["policy"] == "fixed" else 1] for c in cs]}
             else:
                 p["policy"] = list(dict.fromkeys(pol))
-            return run_config(data, processes, results)[1]
+            return run_config(data, processes, results, progress)[1]
 
         budget = _initial_budget(B)
-        base = [c for c in mine if c["policy"] == "sync"]
         while True:
-            rep = sweep(base, budget)
+            rep = sweep(mine_base, budget)
             r = rep.tuned.iloc[0]
             if r["n_converged"] * 2 > r["n_seeds"] and math.isfinite(r["conv_time"]):
                 T1 = float(r["conv_batches"])
@@ -221,8 +230,8 @@ def run_candidates(cands, pconf, ctx, target, processes, results):
                 break
             budget *= 2
         if math.isfinite(T1):
-            rep = sweep(mine, int(math.ceil(1.5 * T1)) + window + 5)
-            n_budget = int(math.ceil(1.5 * T1)) + window + 5
+            n_budget = int(math.ceil(1.5 * T1)) + 5
+            rep = sweep(mine, n_budget)
         else:
             n_budget = budget
             notes.append(f"B = {B}, {W} worker(s): without echoing the target is not reached within "
@@ -256,15 +265,20 @@ def run_candidates(cands, pconf, ctx, target, processes, results):
                      steps_to_target=float(np.median(conv_k)) if math.isfinite(lr_star) else math.inf,
                      wall_clock_to_target=float(np.median(conv_t)) if math.isfinite(lr_star) else math.inf,
                      wall_clock_low=_quantile(conv_t, 0.1), wall_clock_high=_quantile(conv_t, 0.9),
-                     utilization=float(np.median(conv_k[ok] * step_mean / conv_t[ok])) if ok.any() else math.nan,
+                     utilization=float(np.median(conv_k[ok] * c["step_time_dist"].mean / conv_t[ok]))
+                     if ok.any() else math.nan,
                      throughput=float(np.median(rows["schedule.throughput"])), budget=n_budget)
+            name = f"{c['policy']}{' K=' + str(c['echo']) if c['policy'] == 'fixed' else ''} at B = {B}"
+            if math.isfinite(T1) and ok.sum() * 2 <= len(rows):
+                notes.append(f"{name}: reached the target and stayed there on {int(ok.sum())} of {len(rows)} "
+                             f"seeds within the budget of {n_budget} fresh batches (1.5x sync's)")
             if t["lr_edge"]:
-                notes.append(f"{c['policy']}{' K=' + str(c['echo']) if c['policy'] == 'fixed' else ''} at B = {B}: "
-                             f"the tuned learning rate is the {t['lr_edge']}est of the grid ({lr['start']:.3g}..."
-                             f"{lr['stop']:.3g}); its time to target may be pessimistic")
+                notes.append(f"{name}: the tuned learning rate is the {t['lr_edge']}est of the grid "
+                             f"({lr['start']:.3g}...{lr['stop']:.3g}); its time to target may be pessimistic")
     name = pconf.get("name", pconf["kind"])
     source = (f"form (a): every candidate simulated on the {name} problem (echosim), learning rate tuned per "
               f"candidate by wall-clock to target over {lr['start']:.3g}...{lr['stop']:.3g} "
-              f"({lr['per_decade']} per decade), {ctx['seeds']} seeds; target: trailing mean of the last "
-              f"{window} losses <= (1 + {target:g}) F*; band: 10-90% over seeds (loader times and data)")
+              f"({lr['per_decade']} per decade), {ctx['seeds']} seeds; target: the loss reaches "
+              f"(1 + {target:g}) F* and stays there to the end of the budget (1.5x sync's fresh batches to "
+              "target, the same for every candidate); band: 10-90% over seeds (loader times and data)")
     return source, notes

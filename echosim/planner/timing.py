@@ -1,9 +1,11 @@
 """The planner's timing inputs: durations with units, service-time specs as text
-(``gamma(mean=80ms, cv=0.5)``), measured traces, and a loader whose time per batch is
-affine in the batch size (a + b·B, fitted from profiles at two or more batch sizes).
+(``gamma(mean=80ms, cv=0.5)``), measured traces, and times per batch that are affine
+in the batch size (a + b·B, fitted from measurements at two or more batch sizes): the
+loader's and the step's.
 
-Every time is in seconds inside the planner; text input may carry a unit (``ns``,
-``us``, ``ms``, ``s``, ``min``, ``h``), and a bare number means seconds.
+Every time is in seconds inside the planner. Text must carry a unit (``ns``, ``us``,
+``ms``, ``s``, ``min``, ``h``): ``"10"`` is refused, since a step of 10 s and one of 10
+ms give opposite advice; a Python number means seconds.
 
 Examples
 --------
@@ -16,6 +18,10 @@ Deterministic(value=0.01)
 >>> m = fit_loader({64: [0.03, 0.03], 256: [0.09, 0.09]})
 >>> round(m.intercept, 4), round(m.per_example, 7)
 (0.01, 0.0003125)
+>>> step = as_time_model({64: "15ms", 512: "40ms"}, "step_time")
+>>> format_duration(step.mean_at(256))
+'25.7 ms'
+
 """
 
 from __future__ import annotations
@@ -33,8 +39,8 @@ from echosim.pipeline.batch_time import affine_fit
 from echosim.pipeline.service_times import FAMILIES, ServiceTime, as_service_time
 from echosim.pipeline.traces import Trace
 
-__all__ = ["UNITS", "parse_duration", "parse_service_time", "LoaderModel", "fit_loader", "as_loader",
-           "format_duration"]
+__all__ = ["UNITS", "parse_duration", "parse_service_time", "TimeModel", "fit_loader", "fit_times", "as_loader",
+           "as_time_model", "format_duration"]
 
 UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "sec": 1.0, "min": 60.0, "h": 3600.0}
 """Time units accepted in text input, in seconds."""
@@ -51,10 +57,10 @@ _POSITIONAL = {"deterministic": ("value",), "exponential": ("mean",), "gamma": (
 
 
 def parse_duration(text, name: str) -> float:
-    """A duration in seconds from ``"80ms"``, ``"0.08 s"``, ``"1.5e-3"`` or a number.
+    """A duration in seconds from ``"80ms"``, ``"0.08 s"``, ``"1.5e-3 s"`` or a number (seconds).
 
     Raises ValueError naming `name` if the text is not a finite positive time with a
-    known unit.
+    known unit (text without a unit is refused: is ``"10"`` seconds or milliseconds?).
     """
     if isinstance(text, numbers.Real) and not isinstance(text, bool):
         value = float(text)
@@ -62,9 +68,11 @@ def parse_duration(text, name: str) -> float:
     else:
         m = _DURATION.match(str(text))
         if not m:
-            raise ValueError(f"{name}: cannot read {text!r} as a time; expected a number with an optional unit "
+            raise ValueError(f"{name}: cannot read {text!r} as a time; expected a number with a unit "
                              f"({', '.join(u for u in UNITS if u != 'µs')}), e.g. '80ms'")
-        value, unit = float(m.group(1)), (m.group(2) or "s")
+        value, unit = float(m.group(1)), m.group(2)
+        if not unit:
+            raise ValueError(f"{name}: {text!r} has no unit; write e.g. '{m.group(1)}ms' or '{m.group(1)}s'")
         if unit not in UNITS:
             raise ValueError(f"{name}: unknown time unit {unit!r} in {text!r}; allowed: "
                              f"{', '.join(u for u in UNITS if u != 'µs')}")
@@ -74,7 +82,8 @@ def parse_duration(text, name: str) -> float:
     return seconds
 
 
-def _split_args(body: str) -> list[str]:
+def split_args(body: str) -> list[str]:
+    """Split at commas outside parentheses."""
     parts, depth, cur = [], 0, []
     for ch in body:
         if ch == "," and depth == 0:
@@ -140,7 +149,7 @@ def parse_service_time(spec, name: str) -> ServiceTime:
         raise ValueError(f"{name}: unknown distribution {family!r}; allowed: {', '.join(_TIME_PARAMS)}, trace")
     raw: dict = {}
     pos = 0
-    for arg in _split_args(body):
+    for arg in split_args(body):
         key, eq, value = arg.partition("=")
         if eq:
             raw[key.strip()] = value.strip()
@@ -174,13 +183,13 @@ def parse_service_time(spec, name: str) -> ServiceTime:
 
 
 @dataclass(frozen=True)
-class LoaderModel:
-    """A loader whose time per batch depends on the batch size B.
+class TimeModel:
+    """A time per batch that depends on the batch size B: the loader's or the step's.
 
-    Time per batch per worker at B: ``intercept + per_example·B`` on average (a fixed
-    cost plus a per-example cost), with the shape (variability) of the measured
-    trace whose batch size is nearest to B, rescaled to that mean. A plain service
-    time has ``per_example = 0`` and is used at every B.
+    Mean time per batch at B: ``intercept + per_example·B`` (a fixed cost plus a cost
+    per example), with the shape (variability) of the measurement whose batch size is
+    nearest to B, rescaled to that mean. A single time or distribution has
+    ``per_example = 0`` and holds at every B.
     """
 
     intercept: float
@@ -188,25 +197,28 @@ class LoaderModel:
     shapes: tuple  # ((B, ServiceTime), ...) measured at each batch size, sorted by B
     intercept_se: float = math.nan
     per_example_se: float = math.nan
+    name: str = "loader"
 
     def mean_at(self, batch_size: int) -> float:
         return self.intercept + self.per_example * batch_size
 
     def at(self, batch_size: int) -> ServiceTime:
-        """The service time of one batch of `batch_size` examples (seconds)."""
+        """The time of one batch of `batch_size` examples (seconds)."""
         if len(self.shapes) == 1 and self.per_example == 0.0:
             return self.shapes[0][1]
         sizes = np.array([b for b, _ in self.shapes], dtype=float)
         b0, dist = self.shapes[int(np.argmin(np.abs(np.log(sizes) - math.log(batch_size))))]
         mean = self.mean_at(batch_size)
         if not mean > 0:
-            raise ValueError(f"batch_size: the fitted loader time {self.intercept:.3g} s + "
+            raise ValueError(f"batch_size: the fitted {self.name} time {self.intercept:.3g} s + "
                              f"{self.per_example:.3g} s × B is not positive at B = {batch_size}")
         return dist if abs(mean - dist.mean) <= 1e-12 * dist.mean else dist.scaled(mean / dist.mean)
 
     def describe(self) -> str:
         if len(self.shapes) == 1 and self.per_example == 0.0:
             return repr(self.shapes[0][1])
+        if len(self.shapes) == 1:
+            return f"{format_duration(self.intercept)} + {format_duration(self.per_example)} × B"
         se = ""
         if math.isfinite(self.intercept_se):
             se = f" (standard errors {format_duration(self.intercept_se)}, {format_duration(self.per_example_se)})"
@@ -214,59 +226,78 @@ class LoaderModel:
                 f"fitted at B = {', '.join(str(b) for b, _ in self.shapes)}{se}")
 
 
-def fit_loader(profiles: Mapping) -> LoaderModel:
-    """Fit time per batch = a + b·B from loader profiles at two or more batch sizes.
+def fit_times(measured: Mapping, name: str = "loader") -> TimeModel:
+    """Fit time per batch = a + b·B from times measured at one or more batch sizes.
 
-    Least squares on every measured time (so a batch size measured more often weighs
-    more), with standard errors of a and b from the residuals (NaN with exactly two
-    single-time profiles).
+    With one batch size the time holds at every B. With two or more: least squares on
+    every measured time (so a batch size measured more often weighs more), with
+    standard errors of a and b from the residuals (NaN with exactly two single times).
 
     Parameters
     ----------
-    profiles : mapping B -> a `Trace`, an array of times (seconds) or a service-time spec
-        Measured per-batch times (one worker) at each batch size.
+    measured : mapping B -> a `Trace`, an array of times (seconds), a time or a service-time spec
+    name : what is timed ("loader", "step_time"), for the messages.
     """
-    if not isinstance(profiles, Mapping) or len(profiles) < 2:
-        n = len(profiles) if isinstance(profiles, Mapping) else 0
-        raise ValueError(f"loader: fitting time per batch = a + b·B needs profiles at two or more batch sizes, "
-                         f"got {n}")
+    if not isinstance(measured, Mapping) or not measured:
+        raise ValueError(f"{name}: expected a mapping batch size -> time (e.g. {{64: '15ms', 512: '40ms'}}), "
+                         f"got {measured!r:.60}")
     shapes, xs, ys = [], [], []
-    for B, prof in profiles.items():
+    for B, prof in measured.items():
         if isinstance(B, bool) or not isinstance(B, numbers.Integral) or B < 1:
-            raise ValueError(f"loader: profile batch sizes must be integers >= 1, got {B!r}")
+            raise ValueError(f"{name}: batch sizes must be integers >= 1, got {B!r}")
         if isinstance(prof, (list, tuple, np.ndarray)):
             try:
                 prof = Trace(np.asarray(prof, dtype=float), "resample")
             except ValueError as exc:
-                raise ValueError(f"loader (profile at B={B}): {exc}") from None
-        dist = parse_service_time(prof, f"loader (profile at B={B})")
+                raise ValueError(f"{name} (at B={B}): {exc}") from None
+        dist = parse_service_time(prof, f"{name} (at B={B})")
         shapes.append((int(B), dist))
         times = dist.times if isinstance(dist, Trace) else np.array([dist.mean])
         xs.append(np.full(times.size, float(B)))
         ys.append(times)
+    shapes.sort(key=lambda t: t[0])
+    if len(shapes) == 1:
+        return TimeModel(float(shapes[0][1].mean), 0.0, ((0, shapes[0][1]),), name=name)
     a, b, a_se, b_se = affine_fit(np.concatenate(xs), np.concatenate(ys))
-    return LoaderModel(a, b, tuple(sorted(shapes, key=lambda t: t[0])), a_se, b_se)
+    return TimeModel(a, b, tuple(shapes), a_se, b_se, name=name)
 
 
-def as_loader(loader) -> LoaderModel:
-    """A `LoaderModel` from a spec (text, number, ServiceTime, Trace), a mapping of
-    profiles per batch size (fitted with `fit_loader`), or a LoaderModel."""
-    if isinstance(loader, LoaderModel):
-        return loader
+def fit_loader(profiles: Mapping) -> TimeModel:
+    """Fit the loader's time per batch = a + b·B from profiles at two or more batch sizes."""
+    if not isinstance(profiles, Mapping) or len(profiles) < 2:
+        n = len(profiles) if isinstance(profiles, Mapping) else 0
+        raise ValueError(f"loader: fitting time per batch = a + b·B needs profiles at two or more batch sizes, "
+                         f"got {n}")
+    return fit_times(profiles, "loader")
+
+
+def as_time_model(spec, name: str) -> TimeModel:
+    """A `TimeModel` from a spec (text, number, ServiceTime, Trace), a mapping batch size ->
+    time (one B: that time everywhere; two or more: a + b·B fitted), or a TimeModel."""
+    if isinstance(spec, TimeModel):
+        return spec
+    if isinstance(spec, Mapping) and "kind" not in spec:
+        return fit_times(spec, name)
+    dist = parse_service_time(spec, name)
+    return TimeModel(float(dist.mean), 0.0, ((0, dist),), name=name)
+
+
+def as_loader(loader) -> TimeModel:
+    """The loader's `TimeModel`: a spec, or profiles at two or more batch sizes."""
     if isinstance(loader, Mapping) and "kind" not in loader:
         return fit_loader(loader)
-    dist = parse_service_time(loader, "loader")
-    return LoaderModel(float(dist.mean), 0.0, ((0, dist),))
+    return as_time_model(loader, "loader")
 
 
 def format_duration(seconds: float) -> str:
-    """A duration in the unit that reads best: ``'80 ms'``, ``'1.74 s'``, ``'3.2 min'``."""
+    """A duration in the unit that reads best: ``'80 ms'``, ``'1.74 s'``, ``'3.2 min'``
+    (three significant digits, rounded before the unit is chosen: 0.99996 s is ``'1 s'``)."""
     if seconds is None or not math.isfinite(seconds):
         return "never" if seconds == math.inf else "-"
-    a = abs(seconds)
+    a = float(f"{abs(seconds):.3g}")
     for unit, scale in (("h", 3600.0), ("min", 60.0), ("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
-        if a >= scale or unit == "us":
-            return f"{seconds / scale:.3g} {unit}"
+        if a >= scale * (1 - 1e-12) or unit == "us":
+            return f"{math.copysign(a, seconds) / scale:.3g} {unit}"
     return f"{seconds:.3g} s"  # pragma: no cover
 
 

@@ -7,19 +7,28 @@ import pytest
 
 from echosim.pipeline.service_times import Deterministic, Gamma, Stall
 from echosim.pipeline.traces import Trace
-from echosim.plan.timing import as_loader, fit_loader, format_duration, parse_duration, parse_service_time
+from echosim.planner.timing import (
+    as_loader, as_time_model, fit_loader, format_duration, parse_duration, parse_service_time,
+)
 
 
-@pytest.mark.parametrize("text, seconds", [("80ms", 0.08), ("80 ms", 0.08), ("0.08", 0.08), ("0.08s", 0.08),
+@pytest.mark.parametrize("text, seconds", [("80ms", 0.08), ("80 ms", 0.08), ("0.08s", 0.08),
                                            ("1.5e3us", 1.5e-3), ("2min", 120.0), ("1h", 3600.0), (0.5, 0.5)])
 def test_durations_convert_to_seconds(text, seconds):
     assert parse_duration(text, "x") == pytest.approx(seconds, rel=1e-12)
 
 
-@pytest.mark.parametrize("text", ["80xs", "ms", "-3ms", "0", "inf", "nan s", "", "1e400"])
+@pytest.mark.parametrize("text", ["80xs", "ms", "-3ms", "0s", "inf", "nan s", "", "1e400s"])
 def test_bad_durations_name_the_argument(text):
     with pytest.raises(ValueError, match="^step_time"):
         parse_duration(text, "step_time")
+
+
+@pytest.mark.parametrize("text", ["10", "0.08", "gamma(mean=80, cv=0.5)"])
+def test_text_without_a_unit_is_refused(text):
+    """'--step-time 10' meant as 10 ms would plan for a 10 s step: a unit is required."""
+    with pytest.raises(ValueError, match="has no unit; write e.g."):
+        parse_service_time(text, "step_time")
 
 
 def test_distribution_text_gives_the_family_in_seconds():
@@ -30,7 +39,7 @@ def test_distribution_text_gives_the_family_in_seconds():
     assert isinstance(s, Stall) and s.mean == pytest.approx(0.05 + 0.1 * 1.0)
 
 
-@pytest.mark.parametrize("text, match", [("gamma(mean=80, cv=x)", "gamma.cv"), ("weibull(1)", "unknown distribution"),
+@pytest.mark.parametrize("text, match", [("gamma(mean=80ms, cv=x)", "gamma.cv"), ("weibull(1)", "unknown distribution"),
                                          ("gamma(mean=80ms, cv=-1)", "loader"), ("gamma(mean=80ms, k=1)", "takes"),
                                          ("gamma mean 80", "cannot read")])
 def test_bad_distribution_text(text, match):
@@ -78,8 +87,24 @@ def test_plain_loader_is_the_same_at_every_batch_size():
     assert m.at(4) == m.at(4096) == Gamma(mean=0.08, cv=0.5)
 
 
+def test_step_time_per_batch_size_is_affine_in_B():
+    step = as_time_model({64: "15ms", 512: "40ms"}, "step_time")
+    assert step.mean_at(64) == pytest.approx(0.015) and step.mean_at(512) == pytest.approx(0.040)
+    assert step.mean_at(1024) == pytest.approx(0.015 + 0.025 / 448 * 960)  # beyond: the same line
+    assert as_time_model({256: "10ms"}, "step_time").mean_at(4096) == pytest.approx(0.01)  # one B: everywhere
+    falling = as_time_model({64: "40ms", 512: "15ms"}, "step_time")
+    with pytest.raises(ValueError, match="^batch_size: the fitted step_time time .* not positive at B = 4096"):
+        falling.at(4096)
+    for bad in ({64: "-5ms"}, {0: "5ms"}, {64: "5"}):
+        with pytest.raises(ValueError, match="^step_time"):
+            as_time_model(bad, "step_time")
+
+
 def test_format_duration_picks_a_unit():
     assert format_duration(0.08) == "80 ms"
     assert format_duration(1.5) == "1.5 s"
     assert format_duration(180) == "3 min"
     assert format_duration(math.inf) == "never"
+    # rounded before the unit is chosen: never "1e+03 ms"
+    assert format_duration(0.99999) == "1 s" and format_duration(59.9996) == "1 min"
+    assert format_duration(0.0009996) == "1 ms" and format_duration(3599.9) == "1 h"

@@ -1,0 +1,239 @@
+"""`Records`: what one training run through `echosim.echoing` measured, per fresh batch
+and per step, as plain arrays, to plan from, save, and read back.
+
+The times are the loop's own (seconds, on its clock with paused time taken out), so a
+plan made from them carries the host's real contention: the loader and the step slow
+each other down on a shared host, which a profile taken apart does not see.
+
+Examples
+--------
+>>> import echosim
+>>> it = echosim.echoing(range(4), 2)
+>>> for batch in it:
+...     it.report(1.0 / (1 + batch))
+>>> r = it.records()
+>>> r.n_batches, r.n_steps, r.steps_per_batch.tolist()
+(4, 8, [2, 2, 2, 2])
+>>> r.first_loss.tolist()
+[1.0, 0.5, 0.3333333333333333, 0.25]
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import numbers
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["Records", "load_records"]
+
+_BATCH_FIELDS = ("load_time", "load_censored", "wait_time", "steps_per_batch", "cap", "epoch")
+_STEP_FIELDS = ("step_batch", "step_start", "step_time", "loss")
+_FORMAT = "echosim-records-1"
+
+
+@dataclass(frozen=True, eq=False)
+class Records:
+    """Per fresh batch t and per step j of one run through `echoing` (times in seconds).
+
+    Attributes
+    ----------
+    policy : "sync", "fixed", "greedy" or "auto"
+    echo : K for "fixed" (1 for "sync"), else None
+    batch_size : B if known (given to `echoing`, or read off the batches), else None
+    load_time : float64[T]
+        The iterable's time to produce batch t (measured in the background thread).
+    load_censored : bool[T]
+        True where the background thread had been held by a full buffer just before
+        producing batch t: a loader with its own workers may have run ahead meanwhile,
+        so ``load_time[t]`` is only a lower bound of its time per batch.
+    wait_time : float64[T]
+        How long the loop waited for batch t (0 when it was ready).
+    steps_per_batch : int64[T]
+        K_t, the steps that used batch t.
+    cap : int64[T]
+        The most steps batch t could get: K for "fixed", ``max_echo`` for "greedy", the
+        cap "auto" chose.
+    epoch : int64[T]
+        The pass over the iterable that batch t came from (0, 1, ...).
+    step_batch : int64[N]
+        The fresh batch step j used.
+    step_start : float64[N]
+        When step j began (the batch was handed to the loop), on the loop's clock:
+        seconds since the first request, with paused time (`echoing.paused`) taken out.
+    step_time : float64[N]
+        The loop's time for step j: from handing the batch over to the next request
+        (NaN for a step still running when the records were taken).
+    loss : float64[N]
+        The loss reported for step j (`echoing.report`), NaN where none was.
+    decisions : tuple of dict
+        "auto" only: every decision and the estimates it acted on.
+    """
+
+    policy: str
+    echo: int | None
+    batch_size: int | None
+    load_time: np.ndarray = field(repr=False)
+    load_censored: np.ndarray = field(repr=False)
+    wait_time: np.ndarray = field(repr=False)
+    steps_per_batch: np.ndarray = field(repr=False)
+    cap: np.ndarray = field(repr=False)
+    epoch: np.ndarray = field(repr=False)
+    step_batch: np.ndarray = field(repr=False)
+    step_start: np.ndarray = field(repr=False)
+    step_time: np.ndarray = field(repr=False)
+    loss: np.ndarray = field(repr=False)
+    decisions: tuple = field(default=(), repr=False)
+
+    def __post_init__(self):
+        T = self.load_time.size
+        for name in _BATCH_FIELDS:
+            if getattr(self, name).shape != (T,):
+                raise ValueError(f"records: {name} must have one entry per fresh batch ({T}), "
+                                 f"got shape {getattr(self, name).shape}")
+        N = self.step_batch.size
+        for name in _STEP_FIELDS:
+            if getattr(self, name).shape != (N,):
+                raise ValueError(f"records: {name} must have one entry per step ({N}), "
+                                 f"got shape {getattr(self, name).shape}")
+        if int(self.steps_per_batch.sum()) != N:
+            raise ValueError(f"records: steps_per_batch sums to {int(self.steps_per_batch.sum())}, "
+                             f"but there are {N} steps")
+
+    # ---- sizes and derived per-batch views
+
+    @property
+    def n_batches(self) -> int:
+        return int(self.load_time.size)
+
+    @property
+    def n_steps(self) -> int:
+        return int(self.step_batch.size)
+
+    @property
+    def first_step(self) -> np.ndarray:
+        """Index of each fresh batch's first step."""
+        return np.concatenate([[0], np.cumsum(self.steps_per_batch)[:-1]]).astype(np.int64)
+
+    @property
+    def first_loss(self) -> np.ndarray:
+        """The loss of each fresh batch's first step: measured before the model trained on that
+        batch, an unbiased estimate of the population loss at that point (NaN where not reported).
+        In multi-epoch training a batch's examples were seen in earlier epochs, so from the second
+        epoch on it estimates the training loss instead."""
+        if self.n_steps == 0:
+            return np.empty(0)
+        return self.loss[self.first_step]
+
+    @property
+    def start(self) -> np.ndarray:
+        """When each fresh batch's first step began, on the loop's clock."""
+        return self.step_start[self.first_step] if self.n_steps else np.empty(0)
+
+    @property
+    def end(self) -> np.ndarray:
+        """When each fresh batch's last step ended, on the loop's clock (NaN if still running)."""
+        if self.n_steps == 0:
+            return np.empty(0)
+        last = np.cumsum(self.steps_per_batch) - 1
+        return self.step_start[last] + self.step_time[last]
+
+    def steady(self) -> slice:
+        """The fresh batches in steady state: all but the first (its wait is start-up)."""
+        return slice(1 if self.n_batches > 1 else 0, self.n_batches)
+
+    # ---- summaries
+
+    def summary(self) -> dict:
+        """Totals and means, each key with its unit: seconds (``_s``), per second (``_per_s``)
+        or a fraction. ``utilization`` is the loop's busy fraction in steady state (every batch
+        but the first): step time over step time plus waits; NaN for an empty run."""
+        n, N = self.n_batches, self.n_steps
+        first = 1 if n > 1 else 0
+        busy = float(np.nansum(self.step_time[self.step_batch >= first]))
+        wait = float(np.sum(self.wait_time[first:]))
+        span = busy + wait
+        ends = self.end
+        elapsed = float(np.nanmax(np.append(ends, self.start))) if N else 0.0
+        return {"policy": self.policy, "batches": n, "steps": N,
+                "mean_echo": N / n if n else math.nan,
+                "elapsed_s": elapsed,
+                "fresh_batches_per_s": (n - first) / span if n > 1 and span > 0 else math.nan,
+                "wait_fraction": wait / span if span > 0 else math.nan,
+                "utilization": busy / span if span > 0 else math.nan,
+                "mean_load_time_s": float(np.mean(self.load_time)) if n else math.nan,
+                "mean_step_time_s": float(np.nanmean(self.step_time)) if np.isfinite(self.step_time).any()
+                else math.nan,
+                "censored_fraction": float(np.mean(self.load_censored)) if n else math.nan,
+                "epochs": int(self.epoch[-1]) + 1 if n else 0}
+
+    def trace(self, mode: str = "resample", *, uncensored: bool = True):
+        """The loader's measured time per batch as a `Trace` (seconds). Times recorded while the
+        loader could run ahead of the loop (``load_censored``) are left out by default."""
+        from echosim.pipeline.traces import Trace
+
+        times = self.load_time[~self.load_censored] if uncensored else self.load_time
+        times = times[times > 0]
+        if times.size == 0:
+            raise ValueError("records: no uncensored load time to make a trace of (the loader always ran "
+                             "ahead of the loop: under fixed K the loop, not the loader, set the pace)")
+        return Trace(np.asarray(times, dtype=float), mode)
+
+    def to_frame(self, per: str = "batch"):
+        """The records as a pandas DataFrame, one row per fresh batch (``per="batch"``) or per
+        step (``per="step"``)."""
+        pd = _pandas()
+        if per == "batch":
+            return pd.DataFrame({"batch": np.arange(self.n_batches), **{k: getattr(self, k) for k in _BATCH_FIELDS},
+                                 "start": self.start, "end": self.end, "first_loss": self.first_loss})
+        if per == "step":
+            return pd.DataFrame({"step": np.arange(self.n_steps), **{k: getattr(self, k) for k in _STEP_FIELDS}})
+        raise ValueError(f"per: expected 'batch' or 'step', got {per!r}")
+
+    # ---- files (NumPy's .npz; the metadata as JSON text inside, no pickles)
+
+    def save(self, path) -> str:
+        """Write the records to ``path`` (``.npz``); `load_records` reads them back."""
+        path = Path(path)
+        meta = {"format": _FORMAT, "policy": self.policy, "echo": self.echo, "batch_size": self.batch_size,
+                "decisions": list(self.decisions)}
+        arrays = {k: getattr(self, k) for k in _BATCH_FIELDS + _STEP_FIELDS}
+        with open(path, "wb") as fh:
+            np.savez(fh, meta=np.array(json.dumps(meta, allow_nan=True)), **arrays)
+        return str(path)
+
+    def __repr__(self) -> str:
+        return (f"Records(policy={self.policy!r}, echo={self.echo!r}, batch_size={self.batch_size!r}, "
+                f"batches={self.n_batches}, steps={self.n_steps})")
+
+
+def _pandas():
+    try:
+        import pandas as pd
+    except ImportError:
+        raise ImportError("to_frame needs pandas: pip install 'echosim[sweep]'") from None
+    return pd
+
+
+def load_records(path) -> Records:
+    """Read records written by `Records.save`; ValueError naming the file if it is not one."""
+    path = Path(path)
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            meta = json.loads(str(z["meta"]))
+            arrays = {k: z[k] for k in _BATCH_FIELDS + _STEP_FIELDS}
+    except FileNotFoundError:
+        raise ValueError(f"records: file {str(path)!r} does not exist") from None
+    except (OSError, KeyError, ValueError, json.JSONDecodeError) as exc:
+        raise ValueError(f"records: {str(path)!r} is not an echosim records file ({type(exc).__name__})") from None
+    if not isinstance(meta, dict) or meta.get("format") != _FORMAT:
+        raise ValueError(f"records: {str(path)!r} is not an echosim records file (format "
+                         f"{meta.get('format') if isinstance(meta, dict) else None!r})")
+    bs = meta.get("batch_size")
+    if bs is not None and (isinstance(bs, bool) or not isinstance(bs, numbers.Integral)):
+        raise ValueError(f"records: {str(path)!r} has a bad batch_size {bs!r}")
+    return Records(meta["policy"], meta.get("echo"), bs,
+                   decisions=tuple(meta.get("decisions", ())), **arrays)

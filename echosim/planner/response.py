@@ -1,0 +1,307 @@
+"""How a training problem responds to echoing: fresh batches to target T(K, B), learned
+from what the user measured: steps to target without echoing at two or more batch
+sizes, and, where they have them, at one or more (B, K) with echoing (a pilot).
+
+The model (derived and measured in docs/background/plan-model.md) has two parts:
+
+- **No echoing**, McCandlish et al.'s steps-examples trade-off:
+  T(1, B) = S + E/B (S optimisation steps, E samples of noise), fitted to the K = 1
+  measurements in relative error.
+- **Echoing**: an echoed step is worth a fraction of a fresh one, and repeats of one
+  batch saturate: K steps on a batch do the work of K_eff = K / (1 + (K - 1)/kappa)
+  fresh steps, so T(K, B) = T(1, B) / K_eff = T(1, B) (1/K + (1 - 1/K)/kappa(B)).
+  kappa(B) = 1 + (B/B_e)^gamma is the echo factor where echoing saturates: near 1 where
+  the noise of a batch is all it offers (small B), large where a batch is a good
+  sample of the loss (large B). It is not identified by runs without echoing. With
+  K = 1 measurements only, B_e and gamma come from a prior calibrated on simulated
+  problems (`PRIOR`), centred on McCandlish's noise scale B_noise = E/S, so the band
+  is wide where echoing's effect is unknown. Each echoed measurement pins kappa at its
+  B (a third parameter, learned); two at different B pin both B_e and gamma.
+
+A variable echo K_t (greedy) is taken batch by batch: the target is reached at the
+first T with sum over t < T of K_eff(K_t) / T(1, B) >= 1 (`predict_schedule`), so a
+schedule that varies pays for K_eff's concavity instead of being read as its mean.
+
+The 10-90% band carries the parameters' uncertainty (bootstrap of the K = 1 fit, the
+prior or posterior of kappa) and the model's own error, a log-normal factor whose
+scale was calibrated on simulated problems and is checked on independent references
+(`MODEL_ERROR`; benchmarks/bench_plan_validation.py).
+
+Examples
+--------
+>>> fit = fit_response({64: 1100.0, 1024: 160.0})
+>>> round(fit.predict(1, 64)), round(fit.predict(1, 1024))
+(1100, 160)
+>>> fit.predict(8, 1024) < fit.predict(1, 1024)
+True
+>>> pilot = fit_response({64: 1100.0, 1024: 160.0, (1024, 4): 240.0})   # 240 steps = 60 fresh batches
+>>> round(pilot.predict(4, 1024))
+60
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+__all__ = ["Response", "fit_response", "PRIOR", "MODEL_ERROR", "ACCURACY", "k_eff", "t_one"]
+
+PRIOR = {"log_be_offset": 0.5, "log_be_sd": 1.0, "gamma": 2.8, "gamma_sd": 0.8}
+"""The prior of kappa(B) = 1 + (B/B_e)^gamma with K = 1 measurements only:
+log B_e ~ N(log(E/S) + log_be_offset, log_be_sd^2), gamma ~ N(gamma, gamma_sd^2) (> 0).
+Calibrated on simulated problems (docs/background/plan-model.md)."""
+
+MODEL_ERROR = {"T1": 0.10, "per_lnB": 0.35, "echo": 0.12}
+"""The model's own error, as standard deviations of log(truth / prediction): T(1, B) is
+off by ``T1`` at a measured batch size, plus ``per_lnB`` per unit of ln B away from the
+nearest measured one (S + E/B extrapolates); an echoed prediction adds ``echo`` (the
+saturation curve's own misfit). Calibrated on simulated problems, checked on
+independent references (docs/background/plan-model.md)."""
+
+OBSERVATION_ERROR = 0.15
+"""The relative error assumed for one echoed measurement when it updates kappa."""
+
+ACCURACY = "see docs/background/plan-model.md (benchmarks/bench_plan_validation.py)"
+"""The measured accuracy, quoted in the planner's output."""
+
+N_DRAWS = 600
+
+
+def t_one(S, E, B):
+    """T(1, B) = S + E/B; broadcasts."""
+    return np.asarray(S, dtype=float) + np.asarray(E, dtype=float) / np.asarray(B, dtype=float)
+
+
+def kappa(B, B_e, gamma):
+    """The saturation echo kappa(B) = 1 + (B/B_e)^gamma; broadcasts."""
+    return 1.0 + (np.asarray(B, dtype=float) / np.asarray(B_e, dtype=float)) ** np.asarray(gamma, dtype=float)
+
+
+def k_eff(K, kap):
+    """Fresh steps' worth of K steps on one batch: K / (1 + (K - 1)/kappa); broadcasts."""
+    K = np.asarray(K, dtype=float)
+    return K / (1.0 + (K - 1.0) / np.asarray(kap, dtype=float))
+
+
+def _fit_k1(B: np.ndarray, T: np.ndarray) -> tuple[float, float]:
+    """(S, E) of T = S + E/B by non-negative least squares in relative error."""
+    from scipy.optimize import nnls
+
+    (S, E), _ = nnls(np.column_stack([1.0 / T, 1.0 / (B * T)]), np.ones_like(T))
+    return float(S), float(E)
+
+
+@dataclass(frozen=True)
+class Response:
+    """A fitted T(K, B) model; `predict` gives fresh batches to target.
+
+    Attributes
+    ----------
+    params : dict
+        Point estimates: S, E (no echoing), B_e, gamma (echoing).
+    draws : dict of float64[n]
+        Draws of S, E, B_e, gamma and of the model-error factor (``noise``, a standard
+        normal), behind every band.
+    uncertainty : how the K = 1 draws were made (repeats, residuals or an assumed error)
+    echo_source : "prior" (no echoed measurement) or "measured at ..." (the pilot points)
+    measurements : tuple of (B, K, T)
+    """
+
+    params: dict
+    draws: dict = field(repr=False)
+    uncertainty: str
+    echo_source: str
+    measurements: tuple = field(repr=False)
+
+    def _T(self, K, B, S, E, Be, g):
+        return t_one(S, E, B) / k_eff(K, kappa(B, Be, g))
+
+    def predict(self, echo, batch_size):
+        """Predicted fresh batches T to target at echo factor K and batch size B."""
+        p = self.params
+        out = self._T(echo, batch_size, p["S"], p["E"], p["B_e"], p["gamma"])
+        return float(out) if np.ndim(out) == 0 else out
+
+    def _log_error(self, K, B):
+        """The model's own error in log T at (K, B), one value per draw."""
+        measured = np.array(sorted({b for b, k, _ in self.measurements if k == 1}), dtype=float)
+        dist = float(np.min(np.abs(np.log(float(B)) - np.log(measured))))
+        t1 = (MODEL_ERROR["T1"] + MODEL_ERROR["per_lnB"] * dist) * self.draws["noise"]
+        echoed = np.any(np.asarray(K, dtype=float) > 1)
+        return t1 + (MODEL_ERROR["echo"] * self.draws["noise_echo"] if echoed else 0.0)
+
+    def predict_draws(self, echo, batch_size) -> np.ndarray:
+        """T(K, B) under every draw of the parameters and of the model's error (for bands)."""
+        d = self.draws
+        T = self._T(echo, batch_size, d["S"], d["E"], d["B_e"], d["gamma"])
+        return np.maximum(T * np.exp(self._log_error(echo, batch_size)), 1.0)
+
+    def predict_schedule(self, steps_per_batch, batch_size, draws: bool = False):
+        """T for a schedule of K_t (one per fresh batch, e.g. greedy's): the first T with
+        sum_{t<T} K_eff(K_t) >= T(1, B); inf if the schedule is too short. With `draws`,
+        one T per draw (with the model's error at the schedule's mean K)."""
+        K = np.asarray(steps_per_batch, dtype=float)
+        src = self.draws if draws else {k: np.atleast_1d(v) for k, v in self.params.items()}
+        S, E, Be, g = (np.asarray(src[k], dtype=float)[:, None] for k in ("S", "E", "B_e", "gamma"))
+        err = self._log_error(K.max(), batch_size)[:, None] if draws else 0.0
+        # K_eff >= 1, so T <= T(1, B) (times the model's error factor): no longer schedule is needed
+        longest = float(np.max(t_one(S, E, batch_size) * np.exp(err)))
+        K = K[: int(min(K.size, math.ceil(longest) + 1))]
+        progress = np.cumsum(k_eff(K[None, :], kappa(batch_size, Be, g)), axis=1) / t_one(S, E, batch_size)
+        if draws:
+            progress = progress * np.exp(-err)
+        reached = progress >= 1.0
+        T = np.where(reached.any(axis=1), reached.argmax(axis=1) + 1.0, np.inf)
+        return T if draws else float(T[0])
+
+    def describe(self) -> str:
+        d = self.draws
+        lo, hi = {}, {}
+        for k in ("S", "E", "B_e", "gamma"):
+            lo[k], hi[k] = np.quantile(d[k], [0.1, 0.9])
+        p = self.params
+        return (f"T(1, B) = S + E/B with S = {p['S']:.4g} [{lo['S']:.3g}, {hi['S']:.3g}], E = {p['E']:.4g} "
+                f"[{lo['E']:.3g}, {hi['E']:.3g}] ({self.uncertainty}); echo saturation kappa(B) = 1 + (B/B_e)^gamma "
+                f"with B_e = {p['B_e']:.3g} [{lo['B_e']:.3g}, {hi['B_e']:.3g}], gamma = {p['gamma']:.2g} "
+                f"[{lo['gamma']:.2g}, {hi['gamma']:.2g}] ({self.echo_source})")
+
+
+# --------------------------------------------------------------------------- input
+
+
+def _key(key) -> tuple[int, int]:
+    """A measurement key: B (meaning K = 1) or (B, K)."""
+    if isinstance(key, tuple):
+        if len(key) != 2:
+            raise ValueError(f"steps_to_target: a key is a batch size B or a pair (B, K), got {key!r}")
+        B, K = key
+    else:
+        B, K = key, 1
+    if isinstance(B, bool) or not isinstance(B, numbers.Integral) or B < 1:
+        raise ValueError(f"steps_to_target: batch sizes must be integers >= 1, got {B!r} in key {key!r}")
+    if isinstance(K, bool) or not isinstance(K, numbers.Integral) or K < 1:
+        raise ValueError(f"steps_to_target: the echo factor K must be an integer >= 1, got {K!r} in key {key!r}")
+    return int(B), int(K)
+
+
+def measurements(steps_to_target) -> list[tuple[int, int, float]]:
+    """[(B, K, T), ...] from a mapping B or (B, K) -> fresh batches (a number or a list of
+    repeats); T is in fresh batches (steps / K). ValueError naming the bad entry."""
+    if not isinstance(steps_to_target, Mapping):
+        raise ValueError("steps_to_target: expected a mapping B -> steps to target at K = 1, or (B, K) -> steps "
+                         f"with echoing (a number or a list of repeats), got {type(steps_to_target).__name__}")
+    out = []
+    for key, v in steps_to_target.items():
+        B, K = _key(key)
+        try:
+            vals = np.atleast_1d(np.asarray(v, dtype=float)).reshape(-1)
+        except (TypeError, ValueError):
+            vals = np.array([np.nan])
+        if vals.size == 0 or not np.all(np.isfinite(vals) & (vals >= 1)):
+            raise ValueError(f"steps_to_target: at B = {B}{f', K = {K}' if K > 1 else ''} every measurement must "
+                             f"be a finite number of steps >= 1, got {v!r}")
+        out.extend((B, K, float(x) / K) for x in vals)
+    return out
+
+
+# --------------------------------------------------------------------------- fit
+
+
+def fit_response(steps_to_target, *, n_draws: int = N_DRAWS, rel_error: float = 0.1, seed: int = 0) -> Response:
+    """Fit T(K, B) from steps to target: at K = 1 at two or more batch sizes (keys B), and
+    optionally with echoing (keys (B, K), steps = K x fresh batches).
+
+    Parameters
+    ----------
+    steps_to_target : mapping B or (B, K) -> steps (or a list of repeated measurements)
+    n_draws : draws behind the bands.
+    rel_error : assumed relative error of a K = 1 measurement, used only when nothing
+        else measures it (no repeats and exactly two batch sizes).
+    seed : seed of the draws (numpy SeedSequence).
+    """
+    if not (isinstance(rel_error, numbers.Real) and 0 <= rel_error < 1):
+        raise ValueError(f"rel_error must be a number in [0, 1), got {rel_error!r}")
+    data = measurements(steps_to_target)
+    base = [(B, T) for B, K, T in data if K == 1]
+    echoed = [(B, K, T) for B, K, T in data if K > 1]
+    sizes = sorted({B for B, _ in base})
+    if len(sizes) < 2:
+        raise ValueError(f"steps_to_target: the T(K) model needs steps to target without echoing (K = 1) at two or "
+                         f"more batch sizes, got {len(sizes)}")
+    B1 = np.array([b for b, _ in base], dtype=float)
+    T1 = np.array([t for _, t in base], dtype=float)
+    S, E = _fit_k1(B1, T1)
+    if not (S > 0 or E > 0):
+        raise ValueError("steps_to_target: the measurements fit no positive T(1, B) = S + E/B")
+    rng = np.random.default_rng(np.random.SeedSequence([seed, 11]))
+    dS, dE, how = _k1_draws(B1, T1, S, E, n_draws, rel_error, rng)
+    # kappa's prior, centred on McCandlish's noise scale; then weighted by the echoed points
+    b_noise = np.where(dS > 0, dE / np.maximum(dS, 1e-300), np.inf)
+    b_noise = np.where(np.isfinite(b_noise) & (b_noise > 0), b_noise, max(sizes))
+    n_prior = n_draws * 8
+    idx = rng.integers(0, n_draws, n_prior)
+    pS, pE = dS[idx], dE[idx]
+    pBe = b_noise[idx] * np.exp(PRIOR["log_be_offset"] + PRIOR["log_be_sd"] * rng.normal(size=n_prior))
+    pg = np.abs(PRIOR["gamma"] + PRIOR["gamma_sd"] * rng.normal(size=n_prior)) + 1e-3
+    if echoed:
+        logw = np.zeros(n_prior)
+        for B, K, T in echoed:
+            pred = t_one(pS, pE, B) / k_eff(K, kappa(B, pBe, pg))
+            logw -= (np.log(T) - np.log(pred)) ** 2 / (2 * OBSERVATION_ERROR ** 2)
+        w = np.exp(logw - logw.max())
+        w /= w.sum()
+        pick = rng.choice(n_prior, size=n_draws, p=w)
+        pts = ", ".join(f"(B={B}, K={K})" for B, K, _ in echoed)
+        source = f"posterior from the echoed measurement{'s' if len(echoed) > 1 else ''} at {pts}"
+    else:
+        pick = rng.choice(n_prior, size=n_draws, replace=False)
+        source = "prior only: no echoed measurement (give one, e.g. a pilot at (B, K), to learn it)"
+    draws = {"S": pS[pick], "E": pE[pick], "B_e": pBe[pick], "gamma": pg[pick],
+             "noise": rng.normal(size=n_draws), "noise_echo": rng.normal(size=n_draws)}
+    if echoed:  # the point estimate: the best-weighted draw's echo parameters
+        best = int(pick[np.argmax(w[pick])])
+        params = {"S": S, "E": E, "B_e": float(_refit_be(echoed, S, E, pBe[best], pg[best])), "gamma": float(pg[best])}
+    else:
+        bn = E / S if S > 0 and E > 0 else float(max(sizes))
+        params = {"S": S, "E": E, "B_e": float(bn * math.exp(PRIOR["log_be_offset"])), "gamma": PRIOR["gamma"]}
+    meas = tuple((B, K, T) for B, K, T in data)
+    return Response(params, draws, how, source, meas)
+
+
+def _refit_be(echoed, S, E, Be0, g) -> float:
+    """B_e that best fits the echoed points at exponent g (from the draw's B_e)."""
+    from scipy.optimize import minimize_scalar
+
+    def loss(logbe):
+        return sum((math.log(T) - math.log(float(t_one(S, E, B) / k_eff(K, kappa(B, math.exp(logbe), g))))) ** 2
+                   for B, K, T in echoed)
+
+    r = minimize_scalar(loss, bracket=(math.log(Be0) - 1, math.log(Be0) + 1))
+    return math.exp(r.x) if r.success and math.isfinite(r.x) else Be0
+
+
+def _k1_draws(B, T, S, E, n, rel_error, rng):
+    sizes = np.unique(B)
+    replicated = any(np.sum(B == b) > 1 for b in sizes)
+    dS, dE = np.empty(n), np.empty(n)
+    if replicated:
+        groups = [np.flatnonzero(B == b) for b in sizes]
+        how = "bootstrap over the repeated measurements"
+        for i in range(n):
+            j = np.concatenate([rng.choice(g, g.size) for g in groups])
+            dS[i], dE[i] = _fit_k1(B[j], T[j])
+    else:
+        fitted = t_one(S, E, B)
+        if sizes.size >= 3:
+            scale = float(np.sqrt(np.sum(np.log(T / fitted) ** 2) / (sizes.size - 2)))
+            how = f"bootstrap, relative residual scale {scale:.2g} from the fit"
+        else:
+            scale = float(rel_error)
+            how = f"assumed {rel_error:.0%} relative error per measurement (measure repeats to replace it)"
+        for i in range(n):
+            dS[i], dE[i] = _fit_k1(B, fitted * np.exp(rng.normal(0.0, scale, B.size)))
+    return dS, dE, how

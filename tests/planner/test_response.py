@@ -1,0 +1,113 @@
+"""The T(K, B) model: K = 1 fitted exactly, echoed measurements learned, the ceiling and the
+plateau, honest bands where echoing's effect is unknown, variable echo batch by batch, and
+bad input."""
+
+import numpy as np
+import pytest
+
+from echosim.planner.response import fit_response, k_eff, kappa, measurements, t_one
+
+S, E = 40.0, 2e4  # McCandlish: T(1, B) = 40 + 2e4/B, noise scale 500
+
+
+def truth(K, B, Be=2000.0, g=1.5):
+    return float(t_one(S, E, B) / k_eff(K, kappa(B, Be, g)))
+
+
+def k1(*Bs):
+    return {B: truth(1, B) for B in Bs}
+
+
+def band(fit, K, B):
+    lo, hi = np.quantile(fit.predict_draws(K, B), [0.1, 0.9])
+    return lo, hi
+
+
+def test_k1_measurements_are_fitted_exactly():
+    fit = fit_response(k1(16, 256, 4096))
+    assert fit.params["S"] == pytest.approx(S, rel=1e-8) and fit.params["E"] == pytest.approx(E, rel=1e-8)
+    for B in (16, 100, 4096):
+        assert fit.predict(1, B) == pytest.approx(truth(1, B), rel=1e-8)
+
+
+def test_echoing_never_hurts_and_never_beats_the_ceiling():
+    fit = fit_response(k1(64, 1024))
+    Ks = np.array([1, 2, 4, 8, 16, 64])
+    for B in (16, 1024, 16384):
+        T = fit.predict(Ks, B)
+        assert np.all(np.diff(T) <= 0)                   # more echo, never more fresh batches
+        assert np.all(T >= T[0] / Ks * (1 - 1e-12))      # an echoed step is worth at most a fresh one
+        draws = fit.predict_draws(16, B)
+        assert np.all(draws >= 1)
+
+
+def test_k1_only_the_band_is_wide_where_echoing_is_unidentified():
+    """Runs without echoing cannot tell how much an echoed step is worth; the band says so:
+    at small B (noise-dominated) echoing can only save a little, at large B anywhere from
+    little to K-fold."""
+    fit = fit_response(k1(64, 1024))
+    assert "prior" in fit.echo_source
+    lo1, hi1 = band(fit, 1, 1024)
+    lo8, hi8 = band(fit, 8, 16384)
+    assert hi8 / lo8 > 2 * (hi1 / lo1)
+    assert lo8 < truth(8, 16384) < hi8
+
+
+def test_one_echoed_measurement_pins_its_batch_size():
+    data = {**k1(64, 1024), (1024, 8): 8 * truth(8, 1024)}
+    fit = fit_response(data)
+    assert "posterior" in fit.echo_source and "(B=1024, K=8)" in fit.echo_source
+    assert fit.predict(8, 1024) == pytest.approx(truth(8, 1024), rel=0.05)
+    lo_p, hi_p = band(fit_response(k1(64, 1024)), 8, 1024)
+    lo, hi = band(fit, 8, 1024)
+    assert (hi / lo) < 0.8 * (hi_p / lo_p)  # learned: the band narrows where it was measured
+
+
+def test_two_echoed_measurements_pin_the_saturation_curve():
+    data = {**k1(64, 1024), (1024, 8): 8 * truth(8, 1024), (4096, 16): 16 * truth(16, 4096)}
+    fit = fit_response(data, n_draws=800)
+    for K, B in ((4, 2048), (2, 512), (16, 8192)):  # between and beyond the two pilots
+        assert fit.predict(K, B) == pytest.approx(truth(K, B), rel=0.25)
+
+
+def test_a_schedule_is_taken_batch_by_batch():
+    fit = fit_response({**k1(64, 1024), (1024, 8): 8 * truth(8, 1024)})
+    B = 1024
+    assert fit.predict_schedule(np.full(10_000, 8), B) == np.ceil(fit.predict(8, B) - 1e-9)
+    # the same mean echo, varying: fewer fresh steps' worth (K_eff is concave), so no sooner
+    varying = np.tile([2, 14], 5_000)
+    assert fit.predict_schedule(varying, B) >= fit.predict_schedule(np.full(10_000, 8), B)
+    assert fit.predict_schedule(np.full(3, 1), B) == np.inf  # too short to reach the target
+    d = fit.predict_schedule(np.full(10_000, 8), B, draws=True)
+    assert d.shape == (fit.draws["S"].size,) and np.all(d >= 1)
+
+
+def test_uncertainty_from_repeats():
+    rng = np.random.default_rng(np.random.SeedSequence(3))
+    data = {B: list(truth(1, B) * np.exp(rng.normal(0, 0.05, 6))) for B in (32, 256, 2048)}
+    fit = fit_response(data, n_draws=300)
+    assert "repeated" in fit.uncertainty
+    lo, hi = np.quantile(fit.draws["S"], [0.01, 0.99])
+    assert lo < S < hi
+
+
+def test_measurement_keys_and_steps():
+    got = measurements({64: 100, (1024, 4): 20, 256: [10, 12]})
+    assert got == [(64, 1, 100.0), (1024, 4, 5.0), (256, 1, 10.0), (256, 1, 12.0)]  # steps / K = fresh batches
+
+
+@pytest.mark.parametrize("data, match", [
+    ({64: 100}, "two or more batch sizes"),
+    ({64: 100, (1024, 4): 20}, "two or more batch sizes"),
+    ({64: 100, 128: -1}, "steps >= 1"),
+    ({64: 100, 128: float("nan")}, "finite"),
+    ({0: 5, 64: 100}, "integers >= 1"),
+    ({64: 100, 128: 50, (128, 0): 10}, "echo factor K must be an integer >= 1"),
+    ({64: 100, 128: 50, (128, 1.5): 10}, "echo factor K must be an integer >= 1"),
+    ({64: 100, 128: 50, (128, 2, 3): 10}, "a pair"),
+    ({64: 100, 128: "many"}, "finite number"),
+    ([100, 200], "mapping"),
+])
+def test_bad_measurements(data, match):
+    with pytest.raises(ValueError, match=f"^steps_to_target.*{match}"):
+        fit_response(data)
