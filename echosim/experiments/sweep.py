@@ -64,6 +64,32 @@ class SweepReport:
             self._curves_df = None if self.curves_table is None else self.curves_table.to_pandas()
         return self._curves_df
 
+    def in_words(self) -> list[str]:
+        """One plain sentence per batch size: what echoing buys, at which K (see `report.in_words`)."""
+        from echosim.experiments.report import in_words
+
+        return in_words(self.tuned, self.summary)
+
+    def _repr_html_(self) -> str:
+        """A notebook's view: what ran, the tuned table (lr*, median times, seeds converged) and the answer in words."""
+        import html
+
+        c = self.counts
+        head = (f"<p><b>{html.escape(str(self.out))}</b>: {self.n_runs} runs ({self.n_new} run now, "
+                f"{self.n_resumed} resumed) in {self.elapsed:.1f} s; {c.get('ok', 0)} ok, {c.get('diverged', 0)} "
+                f"diverged, {c.get('failed', 0)} failed</p>")
+        if self.tuned is None or not len(self.tuned):
+            return head + "<p>(no results)</p>"
+        keep = [col for col in self.tuned.columns
+                if col.startswith(("optimizer.", "pipeline.", "problem.", "sweep."))
+                and self.tuned[col].nunique(dropna=False) > 1 or col == "optimizer.lr"]
+        keep += [col for col in ("lr_edge", "conv_batches", "conv_batches_low", "conv_batches_high", "conv_steps",
+                                 "conv_samples", "conv_time", "n_converged", "n_seeds") if col in self.tuned.columns]
+        table = self.tuned[list(dict.fromkeys(keep))].to_html(index=False, float_format=lambda v: f"{v:.4g}",
+                                                             na_rep="-")
+        words = "".join(f"<li>{html.escape(line)}</li>" for line in self.in_words())
+        return head + table + (f"<p>In words:</p><ul>{words}</ul>" if words else "")
+
 
 FLUSH_RUNS = 64
 """Finished runs written to the store together, as one pack (fewer, larger files)."""
