@@ -239,15 +239,14 @@ def median_interval(values, level: float = 0.9) -> tuple[float, float]:
     P(l <= Binomial(n, 1/2) <= n − l) is at least `level`; for fewer than 5 values no such
     l exists and the interval is (min, max) with lower coverage. inf (never) is a value.
     """
-    from scipy.stats import binom
-
-    t = np.sort(np.where(np.isnan(np.asarray(values, dtype=np.float64)), np.inf, values))
+    t = np.asarray(values, dtype=np.float64)
+    t = np.sort(np.where(np.isnan(t), np.inf, t))
     n = t.size
     if n == 0:
         return math.nan, math.nan
     best = 1
     for l in range(1, n // 2 + 1):
-        if binom.cdf(n - l, n, 0.5) - binom.cdf(l - 1, n, 0.5) >= level:
+        if sum(math.comb(n, j) for j in range(l, n - l + 1)) >= level * 2**n:
             best = l
     return float(t[best - 1]), float(t[n - best])
 

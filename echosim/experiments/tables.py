@@ -76,7 +76,7 @@ def merge(out, run_ids, settings: dict, payloads: dict | None = None, write: boo
     if len(summary_df):
         summary_df = _order_columns(_uniform_types(summary_df))
     tuned_df = tune(summary_df, by=settings["tune_by"]) if len(summary_df) else pd.DataFrame()
-    curves_tbl = _curves_table(summary_df, curve_parts)
+    curves_tbl = _curves_table(summary_df, curve_parts) if write or curves_as is not None else None
     if write:
         out = Path(out)
         write_table(pa.Table.from_pandas(summary_df, preserve_index=False), out / "summary.parquet")
