@@ -151,6 +151,10 @@ def _cmd_run(args) -> int:
 
 def _run_summary(spec, row: dict, settings: dict) -> list[str]:
     """A short, labelled account of one run (the full record: --verbose or --json)."""
+    from echosim.experiments.analysis import analysis_settings
+    from echosim.experiments.report import target_words
+
+    settings = analysis_settings(settings)
     opt = spec.optimizer
     what = (f"{opt['method']} (lr={opt['lr']:g}, B={opt['batch_size']}, K={spec.echo if spec.echo is not None else 'greedy'}) "
             f"on {spec.problem['kind']}" + (f" {spec.problem.get('name', '')}".rstrip()))
@@ -161,10 +165,11 @@ def _run_summary(spec, row: dict, settings: dict) -> list[str]:
     if settings.get("atol") is not None:
         target = f"excess risk F(w) - F* <= {settings['atol']:g}"
     else:
-        rtol = settings.get("rtol", 0.01)
-        target = f"loss <= (1 + {rtol:g}) F* = {(1 + rtol) * F:.6g}"
-    target += f", trailing mean of {settings.get('window', 10)} logged points, {settings.get('iterate', 'last')} iterate"
+        rtol = settings["rtol"] if settings["rtol"] is not None else settings["fraction"]
+        target = (f"loss <= (1 + {rtol:g}) F* = {(1 + rtol) * F:.6g}" if settings["rtol"] is not None
+                  else f"excess risk <= {rtol:g} of its value at w0")
     lines.append(f"  target:      {target}")
+    lines.append(f"  converged:   at {target_words(settings)}")
     if row.get("converged"):
         t = row.get("conv_time")
         at_time = f", simulated time {t:.6g} time units" if isinstance(t, float) and math.isfinite(t) else ""

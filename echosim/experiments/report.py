@@ -9,7 +9,7 @@ import numpy as np
 from echosim.experiments.analysis import analysis_settings
 from echosim.experiments.specs import SweepConfig
 
-__all__ = ["format_tuned", "regime_check", "in_words"]
+__all__ = ["format_tuned", "regime_check", "in_words", "target_words"]
 
 
 # --------------------------------------------------------------------------- reporting
@@ -27,7 +27,7 @@ def _fmt(v, digits=4) -> str:
     return str(v)
 
 
-def _target_words(s: dict) -> str:
+def target_words(s: dict) -> str:
     """The convergence target and rule of analysis settings `s`, in words."""
     if s.get("rtol") is not None:
         goal = f"<= (1 + {s['rtol']:g}) F*"
@@ -54,6 +54,9 @@ def _vary_columns(tuned, config):
     vary.sort(key=lambda c: (c != "optimizer.batch_size", c == "optimizer.echo"))
     return vary
 
+
+_UNIT_WORDS = {"batches": "T (fresh batches)", "steps": "KT (steps)", "samples": "BT (samples)",
+               "time": "wall-clock"}
 
 _SHORT = {"optimizer.batch_size": "B", "optimizer.echo": "K", "sweep.n_batches": "T_max",
           "sweep.time_budget": "budget", "optimizer.method": "method", "pipeline.policy": "policy"}
@@ -114,9 +117,9 @@ def format_tuned(tuned, config: SweepConfig, summary=None) -> str:
     text = [fmt.format(*header), fmt.format(*["-" * w for w in widths])]
     text += [fmt.format(*l) for l in lines]
     n = config.settings["repetitions"]
-    notes = [f"T: fresh batches to {_target_words(s)}; 'never': not reached within the budget.",
+    notes = [f"T: fresh batches to {target_words(s)}; 'never': not reached within the budget.",
              f"Each cell: the median over {n} seed(s) at the tuned lr*, the lr with the smallest median "
-             f"{s['tune_by']} (ties: fewer slow seeds, then the middle of the tied lrs); "
+             f"{_UNIT_WORDS[s['tune_by']]} (ties: fewer slow seeds, then the middle of the tied lrs); "
              "the interval is a 90% distribution-free interval for the median T."]
     if has_time:
         notes.append("wall-clock: simulated, in the config's time unit (an optimizer step takes pipeline.step_time, "
@@ -322,16 +325,18 @@ def in_words(tuned, summary=None) -> list[str]:
                     f"K = {K[-1]:g})" if has_time and np.isfinite(t[-1]) and t[-1] > 1.05 * t[0] else "")
             out.append(f"B = {B}: echoing buys nothing here: {why}{cost}.")
             continue
-        fresh = (f"{T[0] / T[i]:.2g}× fewer fresh batches ({_fmt(T[0])} → {_fmt(T[i])})"
-                 if np.isfinite(T[0]) else f"the target in {_fmt(T[i])} fresh batches, which K = 1 never reaches")
+        fresh = (f"{T[0] / T[i]:.2g}× fewer fresh batches ({_fmt(T[0])} → {_fmt(T[i])})" if np.isfinite(T[0])
+                 else f"{_fmt(T[i])} fresh batches, where K = 1 never reaches the target")
         if has_time and np.isfinite(t[0]):
             sure = ""
             if "time_seeds" in p:
                 boot = _bootstrap(p["time_seeds"], lambda m: m[0] / m[i])
-                sure = f" ({_interval(boot, 2)})"
-            gain = f"reaches the target {t[0] / t[i]:.2g}× sooner in wall-clock ({_fmt(t[0])} → {_fmt(t[i])} time units){sure}, with {fresh}"
-        elif has_time:
-            gain = f"reaches {fresh.removeprefix('the target in ')}"
+                ok = boot[np.isfinite(boot)]
+                if ok.size >= 0.9 * boot.size:
+                    lo, hi = np.quantile(ok, [0.1, 0.9])
+                    sure = f"; {lo:.2g}–{hi:.2g}× over resampled seeds"
+            gain = (f"reaches the target {t[0] / t[i]:.2g}× sooner in wall-clock ({_fmt(t[0])} → {_fmt(t[i])} time "
+                    f"units{sure}), with {fresh}")
         else:
             gain = f"needs {fresh}"
         rest = ""
