@@ -384,3 +384,26 @@ def test_dask_gives_bitwise_the_local_tables_on_a_real_data_set_too(tmp_path):
                            store_dir=tmp_path / "s2")
     frames_equal(remote.summary, local.summary)
     frames_equal(remote.curves, local.curves)
+
+
+def test_T_does_not_depend_on_the_budget_or_on_logging_within_batches(tmp_path):
+    """The same runs (same seeds, lrs, K) at three budgets, logged every batch or every step:
+    every run that converged within the shortest budget has the same T in all of them."""
+    base = {"problem": {"kind": "logistic", "dim": 5, "design": "gaussian", "decay": 0.5, "w_star_norm": 3.0},
+            "optimizer": {"lr": [0.5, 2.0, 8.0], "batch_size": 512, "echo": [1, 4]},
+            "sweep": {"repetitions": 3, "lr_extend": 0, "log_every": 1}}
+    tables = {}
+    for unit in ("batch", "step"):
+        for n in (60, 120, 240):
+            conf = parse_config({**base, "sweep": dict(base["sweep"], n_batches=n, log_unit=unit)})
+            rep = run_sweep(conf, out=tmp_path / f"{unit}{n}", workers=1, progress=False, store_dir=tmp_path / "s")
+            s = rep.summary.set_index(["optimizer.lr", "optimizer.echo", "repetition"]).sort_index()
+            tables[(unit, n)] = s["conv_batches"]
+    short = tables[("batch", 60)]
+    done = short[np.isfinite(short) & (short + 20 <= 60)]
+    assert len(done) >= 6  # enough runs converge to make the check bite
+    for key, t in tables.items():
+        np.testing.assert_array_equal(t.loc[done.index].to_numpy(), done.to_numpy(), err_msg=str(key))
+    # runs that needed more than the short budget allows converge later, at a T the long budgets agree on
+    late = tables[("batch", 240)][np.isfinite(tables[("batch", 240)]) & ~np.isfinite(short)]
+    np.testing.assert_array_equal(tables[("step", 240)].loc[late.index].to_numpy(), late.to_numpy())
