@@ -12,11 +12,12 @@ docs/background/auto-echo.md; in short:
   fresh batches, A-B-A: the neighbour's slope of y against tau minus the mean of the
   two base blocks around it (which cancels a rate drifting linearly with L). A
   difference beyond ``z`` standard errors moves the base cap.
-- It probes when the base cap stops making progress (the block's slope is not
-  significantly negative: a plateau, where a smaller cap may settle lower; the probe
-  is then K = 1) and otherwise at doubling intervals (so a good cap costs few
+- When the base cap stops making progress (the slope over two blocks is not
+  significantly negative: a plateau, where a smaller cap settles lower) it steps down
+  to K = 1. Otherwise it probes at doubling intervals (so a good cap costs few
   probes), by half of the echo actually taken or, where the cap bound K_t, twice the
-  cap. It starts at the top (greedy).
+  cap (below a plateau only while the loss still falls fast, and not after two lost
+  probes). It starts at the top (greedy).
 
 The class is plain Python, deterministic given its inputs (batch indices, losses and
 clock readings), O(1) per fresh batch, and is the one decision code behind both
@@ -42,7 +43,6 @@ import numbers
 
 __all__ = ["AutoEcho", "AUTO_OPTIONS"]
 
-_STEP_TO_ONE = True
 AUTO_OPTIONS = {"window": (2, 10_000), "z": (0.0, 10.0)}
 """The options of policy "auto" and their allowed ranges (inclusive)."""
 
@@ -126,6 +126,8 @@ class AutoEcho:
         self._prev_base = None   # the base block before a probe (A of A-B-A)
         self._probe = None       # the probe block awaiting its closing base block
         self._gap = 4            # base blocks before the next probe (doubles after each kept cap)
+        self._stalled = False    # the base cap came from a stall
+        self._up_lost = 0        # probes up lost since then
         self._since_probe = 0
         self._next_dir = "down"
         self._noise = None       # pooled residual variance of y about the block lines
@@ -226,15 +228,20 @@ class AutoEcho:
             # noisy near a plateau to rank caps in a few blocks.
             if self.base > 1 and eff > 1.0:
                 old = self.base
-                self.base = 1 if _STEP_TO_ONE else _pow2_at_most(max(1.0, eff / 2.0))
-                self._gap, self._since_probe = 2, 0
-                self._log("step down", cap=self.base, previous=old, why="stall", slope=two[0], se=two[1], mean_echo=eff)
+                self.base = 1
+                self._gap, self._since_probe, self._stalled = 4, 0, True
+                self._log("step down", cap=1, previous=old, why="stall", slope=two[0], se=two[1], mean_echo=eff)
             return None
         if self._since_probe < self._gap:
             return None
         bound = b.k_at_cap * 2 >= b.batches  # the cap bound K_t on half the batches or more
         down = _pow2_at_most(max(1.0, eff / 2.0)) if eff > 1.0 else None  # a cap above eff changes nothing
         up = min(self.base * 2, self.max_echo) if bound and self.base < self.max_echo else None
+        # Below a plateau a probe up lifts the loss towards the plateau it came from: probe up
+        # there only while the loss still falls fast (the stall was perhaps slow progress misread),
+        # and give up after two lost probes.
+        if self._stalled and (slope > -2 * self.z * se or self._up_lost >= 2):
+            up = None
         for d in (("down", "up") if self._next_dir == "down" else ("up", "down")):
             c = down if d == "down" else up
             if c is not None and c != self.base:
@@ -259,10 +266,12 @@ class AutoEcho:
             old = self.base
             self.base = p.cap
             self._gap = 2
+            self._stalled, self._up_lost = False, 0
             self._next_dir = "down" if p.cap < old else "up"
             self._log("switch", cap=self.base, probe=p.cap, previous=old, **est)
         else:
             self._gap *= 2
+            self._up_lost += p.cap > self.base
             self._log("keep", cap=self.base, probe=p.cap,
                       why="the probe was slower" if zd > self.z else "no significant difference", **est)
 

@@ -35,8 +35,8 @@ Examples
 >>> fit.predict(8, 1024) < fit.predict(1, 1024)
 True
 >>> pilot = fit_response({64: 1100.0, 1024: 160.0, (1024, 4): 240.0})   # 240 steps = 60 fresh batches
->>> round(pilot.predict(4, 1024))
-60
+>>> round(pilot.predict(4, 1024))     # learned, up to the measurement's assumed 15% error
+58
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ OBSERVATION_ERROR = 0.15
 ACCURACY = "see docs/background/plan-model.md (benchmarks/bench_plan_validation.py)"
 """The measured accuracy, quoted in the planner's output."""
 
-N_DRAWS = 600
+N_DRAWS = 601  # odd: a median is one of the draws
 
 
 def t_one(S, E, B):
@@ -102,61 +102,91 @@ class Response:
     Attributes
     ----------
     params : dict
-        Point estimates: S, E (no echoing), B_e, gamma (echoing).
+        Point estimates: S, E (no echoing), B_e, gamma (echoing); `predict` is the median
+        of the draws (without the model's own error).
     draws : dict of float64[n]
-        Draws of S, E, B_e, gamma and of the model-error factor (``noise``, a standard
-        normal), behind every band.
+        Draws of S, E, B_e, gamma, of the correction of log T(1, B) at each knot
+        (``delta``, float64[n, knots]), and of the model's own error (``noise``,
+        ``noise_echo``: standard normals), behind every band.
+    knots : float64[k]
+        The batch sizes with a measurement: where log T(1, B) is pinned (K = 1, correction
+        0) or corrected (echoed only, correction drawn). Between them the correction is
+        interpolated in log B, beyond them held.
     uncertainty : how the K = 1 draws were made (repeats, residuals or an assumed error)
-    echo_source : "prior" (no echoed measurement) or "measured at ..." (the pilot points)
+    echo_source : "prior only" (no echoed measurement) or "posterior from ..." (the pilot points)
     measurements : tuple of (B, K, T)
     """
 
     params: dict
     draws: dict = field(repr=False)
+    knots: np.ndarray = field(repr=False)
     uncertainty: str
     echo_source: str
     measurements: tuple = field(repr=False)
 
-    def _T(self, K, B, S, E, Be, g):
-        return t_one(S, E, B) / k_eff(K, kappa(B, Be, g))
+    def _delta(self, B) -> np.ndarray:
+        """The correction of log T(1, B) per draw (0 without echoed-only knots)."""
+        d = self.draws["delta"]
+        if d.shape[1] == 0:
+            return np.zeros(d.shape[0])
+        x = math.log(float(B))
+        lk = np.log(self.knots)
+        if x <= lk[0]:
+            return d[:, 0]
+        if x >= lk[-1]:
+            return d[:, -1]
+        j = int(np.searchsorted(lk, x) - 1)
+        w = (x - lk[j]) / (lk[j + 1] - lk[j])
+        return (1 - w) * d[:, j] + w * d[:, j + 1]
+
+    def _T_draws(self, K, B) -> np.ndarray:
+        d = self.draws
+        return t_one(d["S"], d["E"], B) * np.exp(self._delta(B)) / k_eff(K, kappa(B, d["B_e"], d["gamma"]))
 
     def predict(self, echo, batch_size):
-        """Predicted fresh batches T to target at echo factor K and batch size B."""
+        """Predicted fresh batches T to target at echo factor K and batch size B: T(1, B) of the
+        fitted S and E, times the median over the draws of the correction and of 1/K_eff."""
+        d = self.draws
         p = self.params
-        out = self._T(echo, batch_size, p["S"], p["E"], p["B_e"], p["gamma"])
-        return float(out) if np.ndim(out) == 0 else out
+
+        def one(K):
+            log_ratio = self._delta(batch_size) - np.log(k_eff(K, kappa(batch_size, d["B_e"], d["gamma"])))
+            return float(t_one(p["S"], p["E"], batch_size) * np.exp(np.median(log_ratio)))
+
+        if np.ndim(echo) == 0:
+            return one(echo)
+        return np.array([one(k) for k in np.asarray(echo).ravel()])
 
     def _log_error(self, K, B):
-        """The model's own error in log T at (K, B), one value per draw."""
-        measured = np.array(sorted({b for b, k, _ in self.measurements if k == 1}), dtype=float)
-        dist = float(np.min(np.abs(np.log(float(B)) - np.log(measured))))
+        """The model's own error in log T at (K, B), one value per draw: T(1, B)'s, growing
+        with the distance to the nearest knot, and the echo curve's misfit for K > 1."""
+        dist = float(np.min(np.abs(math.log(float(B)) - np.log(self.knots))))
         t1 = (MODEL_ERROR["T1"] + MODEL_ERROR["per_lnB"] * dist) * self.draws["noise"]
         echoed = np.any(np.asarray(K, dtype=float) > 1)
         return t1 + (MODEL_ERROR["echo"] * self.draws["noise_echo"] if echoed else 0.0)
 
     def predict_draws(self, echo, batch_size) -> np.ndarray:
         """T(K, B) under every draw of the parameters and of the model's error (for bands)."""
-        d = self.draws
-        T = self._T(echo, batch_size, d["S"], d["E"], d["B_e"], d["gamma"])
+        T = self._T_draws(echo, batch_size)
         return np.maximum(T * np.exp(self._log_error(echo, batch_size)), 1.0)
 
     def predict_schedule(self, steps_per_batch, batch_size, draws: bool = False):
         """T for a schedule of K_t (one per fresh batch, e.g. greedy's): the first T with
         sum_{t<T} K_eff(K_t) >= T(1, B); inf if the schedule is too short. With `draws`,
-        one T per draw (with the model's error at the schedule's mean K)."""
+        one T per draw (with the model's error); without, the median over the draws."""
         K = np.asarray(steps_per_batch, dtype=float)
-        src = self.draws if draws else {k: np.atleast_1d(v) for k, v in self.params.items()}
-        S, E, Be, g = (np.asarray(src[k], dtype=float)[:, None] for k in ("S", "E", "B_e", "gamma"))
-        err = self._log_error(K.max(), batch_size)[:, None] if draws else 0.0
-        # K_eff >= 1, so T <= T(1, B) (times the model's error factor): no longer schedule is needed
-        longest = float(np.max(t_one(S, E, batch_size) * np.exp(err)))
-        K = K[: int(min(K.size, math.ceil(longest) + 1))]
-        progress = np.cumsum(k_eff(K[None, :], kappa(batch_size, Be, g)), axis=1) / t_one(S, E, batch_size)
+        d = self.draws
         if draws:
-            progress = progress * np.exp(-err)
+            t1 = t_one(d["S"], d["E"], batch_size) * np.exp(self._delta(batch_size)
+                                                              + self._log_error(K.max(), batch_size))
+        else:  # as `predict`: the fitted T(1, B), the draws of the correction and of kappa
+            t1 = t_one(self.params["S"], self.params["E"], batch_size) * np.exp(self._delta(batch_size))
+        # K_eff >= 1, so T <= T(1, B): no longer schedule is needed
+        K = K[: int(min(K.size, math.ceil(float(np.max(t1))) + 1))]
+        progress = np.cumsum(k_eff(K[None, :], kappa(batch_size, d["B_e"], d["gamma"])[:, None]), axis=1) / t1[:, None]
         reached = progress >= 1.0
         T = np.where(reached.any(axis=1), reached.argmax(axis=1) + 1.0, np.inf)
-        return T if draws else float(T[0])
+        return np.maximum(T, 1.0) if draws else float(np.median(T))
 
     def describe(self) -> str:
         d = self.draws
@@ -239,49 +269,38 @@ def fit_response(steps_to_target, *, n_draws: int = N_DRAWS, rel_error: float = 
         raise ValueError("steps_to_target: the measurements fit no positive T(1, B) = S + E/B")
     rng = np.random.default_rng(np.random.SeedSequence([seed, 11]))
     dS, dE, how = _k1_draws(B1, T1, S, E, n_draws, rel_error, rng)
-    # kappa's prior, centred on McCandlish's noise scale; then weighted by the echoed points
+    # the prior: kappa centred on McCandlish's noise scale E/S; log T(1, B) corrected at every
+    # batch size measured only with echoing, by its extrapolation error
     b_noise = np.where(dS > 0, dE / np.maximum(dS, 1e-300), np.inf)
     b_noise = np.where(np.isfinite(b_noise) & (b_noise > 0), b_noise, max(sizes))
-    n_prior = n_draws * 8
-    idx = rng.integers(0, n_draws, n_prior)
+    n_prior = n_draws * 8 if echoed else n_draws
+    idx = rng.integers(0, n_draws, n_prior) if echoed else np.arange(n_draws)
     pS, pE = dS[idx], dE[idx]
     pBe = b_noise[idx] * np.exp(PRIOR["log_be_offset"] + PRIOR["log_be_sd"] * rng.normal(size=n_prior))
     pg = np.abs(PRIOR["gamma"] + PRIOR["gamma_sd"] * rng.normal(size=n_prior)) + 1e-3
+    extra = sorted({B for B, _, _ in echoed} - set(sizes))
+    knots = np.array(sorted(set(sizes) | set(extra)), dtype=float)
+    delta = np.zeros((n_prior, knots.size))
+    for B in extra:
+        dist = float(np.min(np.abs(np.log(B) - np.log(np.array(sizes, dtype=float)))))
+        delta[:, int(np.flatnonzero(knots == B)[0])] = (MODEL_ERROR["T1"] + MODEL_ERROR["per_lnB"] * dist) * \
+            rng.normal(size=n_prior)
+    prior = Response({}, {"S": pS, "E": pE, "B_e": pBe, "gamma": pg, "delta": delta}, knots, how, "", ())
     if echoed:
         logw = np.zeros(n_prior)
         for B, K, T in echoed:
-            pred = t_one(pS, pE, B) / k_eff(K, kappa(B, pBe, pg))
-            logw -= (np.log(T) - np.log(pred)) ** 2 / (2 * OBSERVATION_ERROR ** 2)
+            logw -= (np.log(T) - np.log(prior._T_draws(K, B))) ** 2 / (2 * OBSERVATION_ERROR ** 2)
         w = np.exp(logw - logw.max())
-        w /= w.sum()
-        pick = rng.choice(n_prior, size=n_draws, p=w)
+        pick = rng.choice(n_prior, size=n_draws, p=w / w.sum())
         pts = ", ".join(f"(B={B}, K={K})" for B, K, _ in echoed)
         source = f"posterior from the echoed measurement{'s' if len(echoed) > 1 else ''} at {pts}"
     else:
-        pick = rng.choice(n_prior, size=n_draws, replace=False)
+        pick = np.arange(n_draws)
         source = "prior only: no echoed measurement (give one, e.g. a pilot at (B, K), to learn it)"
-    draws = {"S": pS[pick], "E": pE[pick], "B_e": pBe[pick], "gamma": pg[pick],
+    draws = {"S": pS[pick], "E": pE[pick], "B_e": pBe[pick], "gamma": pg[pick], "delta": delta[pick],
              "noise": rng.normal(size=n_draws), "noise_echo": rng.normal(size=n_draws)}
-    if echoed:  # the point estimate: the best-weighted draw's echo parameters
-        best = int(pick[np.argmax(w[pick])])
-        params = {"S": S, "E": E, "B_e": float(_refit_be(echoed, S, E, pBe[best], pg[best])), "gamma": float(pg[best])}
-    else:
-        bn = E / S if S > 0 and E > 0 else float(max(sizes))
-        params = {"S": S, "E": E, "B_e": float(bn * math.exp(PRIOR["log_be_offset"])), "gamma": PRIOR["gamma"]}
-    meas = tuple((B, K, T) for B, K, T in data)
-    return Response(params, draws, how, source, meas)
-
-
-def _refit_be(echoed, S, E, Be0, g) -> float:
-    """B_e that best fits the echoed points at exponent g (from the draw's B_e)."""
-    from scipy.optimize import minimize_scalar
-
-    def loss(logbe):
-        return sum((math.log(T) - math.log(float(t_one(S, E, B) / k_eff(K, kappa(B, math.exp(logbe), g))))) ** 2
-                   for B, K, T in echoed)
-
-    r = minimize_scalar(loss, bracket=(math.log(Be0) - 1, math.log(Be0) + 1))
-    return math.exp(r.x) if r.success and math.isfinite(r.x) else Be0
+    params = {"S": S, "E": E, "B_e": float(np.median(draws["B_e"])), "gamma": float(np.median(draws["gamma"]))}
+    return Response(params, draws, knots, how, source, tuple(data))
 
 
 def _k1_draws(B, T, S, E, n, rel_error, rng):

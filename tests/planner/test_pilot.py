@@ -1,0 +1,75 @@
+"""pilot(): the user's step under each policy in interleaved segments through `echoing`,
+and the timing the planner takes from records (a torch-free stand-in for a DataLoader)."""
+
+import numpy as np
+import pytest
+
+from echosim.planner import pilot, plan
+from echosim.planner.pilot import recorded_timing
+
+
+class Loader:
+    """Re-iterable like a DataLoader: every pass yields `n` fresh batches (arrays of B rows)."""
+
+    def __init__(self, n=5, B=8):
+        self.n, self.B, self.passes = n, B, 0
+
+    def __iter__(self):
+        self.passes += 1
+        for i in range(self.n):
+            yield np.full((self.B, 2), float(i))
+
+
+def test_segments_are_interleaved_and_every_step_is_recorded():
+    seen = []
+
+    def step(batch):
+        seen.append(float(batch[0, 0]))
+        return 1.0 / (1 + len(seen))
+
+    loader = Loader(n=5)
+    recs = pilot(step, loader, policies=("sync", 2, "greedy"), batches=6, rounds=2)
+    # round 0: sync, 2, greedy; round 1 rotated: 2, greedy, sync
+    assert [r.policy for r in recs] == ["sync", "fixed", "greedy", "fixed", "greedy", "sync"]
+    assert all(r.n_batches == 3 for r in recs)  # 6 fresh batches per policy, in 2 segments
+    assert all(r.batch_size == 8 for r in recs)
+    assert sum(r.n_steps for r in recs) == len(seen)
+    assert all(np.isfinite(r.loss).all() for r in recs)  # every returned loss was reported
+    assert recs[1].steps_per_batch.tolist() == [2, 2, 2]
+    assert loader.passes == 6  # each segment starts a fresh pass (shorter than an epoch here)
+
+
+def test_a_segment_longer_than_an_epoch_passes_over_the_loader_again():
+    recs = pilot(lambda b: None, Loader(n=2), policies=("sync",), batches=5, rounds=1)
+    assert recs[0].n_batches == 5 and np.isnan(recs[0].loss).all()  # no loss returned: none reported
+
+
+def test_recorded_timing_groups_by_policy_and_batch_size():
+    recs = pilot(lambda b: 0.5, Loader(n=4, B=16), policies=("sync", 4), batches=8, rounds=2)
+    timing = recorded_timing(recs, [16])
+    groups = timing[16]
+    assert [g[1] for g in groups] == ["sync", "fixed"]  # sorted by mean echo
+    assert groups[0][0] == 1.0 and groups[1][0] == 4.0
+    assert all(g[3].n > 0 for g in groups)  # step times measured
+
+
+def test_plan_takes_a_pilot_s_records():
+    recs = pilot(lambda b: 0.5, Loader(n=6, B=32), policies=("sync", "greedy"), batches=10)
+    p = plan(records=recs, batch_size=32, steps_to_target={16: 400, 128: 120}, echoes=[2], seeds=1)
+    assert p.recommended["batch_size"] == 32 and "in-run timing" in p.notes[0]
+
+
+@pytest.mark.parametrize("kw, match", [
+    ({"step": 3}, "^step: expected a callable"),
+    ({"loader": iter([1, 2])}, "^loader: expected a re-iterable"),
+    ({"policies": ("sync", "lazy")}, "^policy"),
+    ({"policies": ()}, "^policies"),
+    ({"batches": 1}, "^batches"),
+    ({"rounds": 0}, "^rounds"),
+])
+def test_bad_input_before_any_step(kw, match):
+    calls = []
+    args = {"step": lambda b: calls.append(b), "loader": Loader(), **kw}
+    with pytest.raises(ValueError, match=match):
+        pilot(args.pop("step"), args.pop("loader"), **args)
+    assert calls == []
