@@ -279,17 +279,23 @@ def bound_curve(constants: dict, batch_size: int, T, *, lr: float, echo: float |
 
 def overlay(runs, constants: dict, *, batch_size: int, lr: float, echo: float | None = None, x: str = "batches",
             y: str = "risk", q=(0.1, 0.9), method: str = "echoed_gd", hyper: dict | None = None,
-            label: str | None = None) -> dict:
+            label: str | None = None, constants_kind: str = "almost sure") -> dict:
     """The runs of one setting (several seeds) and the bound that applies to them, on one x-axis.
 
     Returns ``{"median": median_band(y), "mean": mean_curve of the iterate the bound is
     about (None without a bound), "bound": bound_curve(...)}``. The bound is drawn only
     where one applies: a method with a derivation (`method_bound`), the run's own step
     size at most 1/β, and the run's own step counts (`echo`, else read off the runs:
-    a constant K, or each run's K_t). Otherwise ``bound["reason"]`` says why not.
+    a constant K, or each run's K_t), and constants that hold almost surely (with
+    `constants_kind` "mean square", a Gaussian design, the bounds' assumptions fail:
+    docs/background/problems.md). Otherwise ``bound["reason"]`` says why not.
     """
     band = median_band(runs, x=x, y=y, q=q, label=label)
     name, column = method_bound(method, hyper)
+    if name is not None and constants_kind != "almost sure":
+        return {"median": band, "mean": None,
+                "bound": {"x": np.zeros(0), "y": np.zeros(0), "label": "no bound",
+                          "reason": f"{constants_kind} constants: the bounds assume almost-sure ones"}}
     if name is None:
         return {"median": band, "mean": None,
                 "bound": {"x": np.zeros(0), "y": np.zeros(0), "label": "no bound",
@@ -326,8 +332,7 @@ def draw_overlay(ax, data: dict, color=None, target: float | None = None) -> Non
     bound applies, the mean of the iterate it is about (thin) and the bound (dashed)."""
     m = data["median"]
     b = data.get("bound") or {}
-    label = m["label"] + (f" (no bound: {b['reason']})" if b.get("reason") and data.get("mean") is not None
-                          and "1/β" in b["reason"] else "")
+    label = m["label"] + (" (no bound: lr > 1/β)" if "1/β" in b.get("reason", "") else "")
     line, = ax.plot(m["x"], m["y"], color=color, lw=1.6, label=label)
     ax.fill_between(m["x"], m["y_low"], m["y_high"], color=line.get_color(), alpha=0.2, lw=0)
     if b and len(b.get("x", ())):
@@ -489,9 +494,11 @@ def risk_vs_time_data(summary, curves, tuned, *, x: str | None = None, y: str | 
                      if k.startswith("optimizer.") and k not in ("optimizer.lr", "optimizer.method", "optimizer.batch_size",
                                                               "optimizer.echo", "optimizer.lr_rule")
                      and v is not None and not (isinstance(v, float) and math.isnan(v))}
+            kind = srow.get("constants_kind", "almost sure")
             ov = overlay(sub, {"beta": srow["beta"], "rho": srow["rho"], "D": srow["D"]}, batch_size=int(B),
                          x=x, y=y, q=q, method=str(srow["optimizer.method"]), hyper=hyper,
-                         lr=float(row["optimizer.lr"]), label=label)
+                         lr=float(row["optimizer.lr"]), label=label,
+                         constants_kind=kind if isinstance(kind, str) and kind else "almost sure")
             overlays.append(ov)
         srow = summary[summary["optimizer.batch_size"] == B].iloc[0]
         target = _target_excess(srow)
@@ -527,11 +534,20 @@ def draw_risk_vs_time(panels: list[dict]):
     which = {"risk": "last iterate", "risk_avg": "average iterate", "risk_end_avg": "average of batch ends"}
     axes[0].set_ylabel(f"excess risk F(w) − F* ({which[panels[0].get('y', 'risk')]})")
     drawn = any(len(ov["bound"]["x"]) for p in panels for ov in p["overlays"])
-    fig.suptitle("excess risk at the tuned lr (median and 10–90% band over seeds); target dotted; "
+    reasons = sorted({_short_reason(ov["bound"]["reason"]) for p in panels for ov in p["overlays"]
+                      if ov["bound"]["reason"]})
+    fig.suptitle("excess risk at the tuned lr (median and 10–90% band over seeds), target dotted\n"
                  + ("where a bound applies: the mean of the iterate it bounds (thin) and the bound at the run's own "
-                    "step (dashed)" if drawn else "no bound applies to these runs (step above 1/β, or no theorem "
-                    "for the method)"), fontsize=9)
+                    "step (dashed)" if drawn else "no bound drawn: " + "; ".join(reasons)), fontsize=9)
     return fig
+
+
+def _short_reason(reason: str) -> str:
+    if "1/β" in reason:
+        return "steps above 1/β"
+    if "constants" in reason:
+        return reason.split(":")[0] + " (the bounds assume almost-sure ones)"
+    return reason
 
 
 def plot_results(path, out=None, formats=("png", "pdf"), echoes=None) -> list[Path]:
