@@ -231,7 +231,7 @@ examples:
   python -m echosim figures                       # every docs figure, tables and PNGs in echosim-results/figures
   python -m echosim figures --quick --out /tmp/f  # the small [quick] variants (CI, previews)
   python -m echosim figures --only speedup_vs_R,greedy_vs_fixed
-  python -m echosim figures --docs                # maintainers: also rewrite docs/figures/*.png
+  python -m echosim figures --docs                # maintainers: also rewrite docs/figures/*.png and captions
 Each figure is a sweep (echosim/plots/figure_configs/<name>.toml): finished runs are
 reused from the run store, so running it again recomputes nothing."""
 

@@ -4,14 +4,15 @@ A figure is a config in the sweep's own schema (``figure_configs/<name>.toml``, 
 with a ``[quick]`` variant), run by `echosim.experiments.sweep.run_sweep` into the
 shared run store, so figures resume and reuse finished runs; its view turns the
 sweep's tables (one row per run, one row per logged point, the tuned table) into plot
-data, and its drawing function turns that into a matplotlib Figure (imported only
-there, with the Agg backend).
+data, its drawing function turns that into a matplotlib ``Figure`` (matplotlib is
+imported only there; no backend is set or switched), and its caption is rendered from
+numbers taken from the same plot data (`CAPTIONS`).
 
 ====================  ====================================================================
 figure                what it shows
 ====================  ====================================================================
-convergence_vs_echo   the paper's Figure 2 on real data: convergence time vs K per B, in
-                      steps KT and samples BT, with the learning rate tuned per (B, K)
+convergence_vs_echo   the protocol of the paper's Figure 2 on another data set: convergence
+                      time vs K per B, in steps KT and samples BT, lr tuned per (B, K)
 bounds_vs_simulation  simulated excess risk (mean, band) against the theory bounds
 speedup_vs_R          wall-clock speedup of echoing vs R = t_up/t_down, four loaders with
                       the same mean, next to Choi et al.'s max(t_up, e·t_down) model
