@@ -576,8 +576,10 @@ def facts_convergence_vs_echo(data: dict) -> dict:
             "lr": f"{_g(lr[0])} at K = {K[0]:g}, {_g(lr[-1])} at K = {K[-1]:g}" if np.isfinite(lr[[0, -1]]).all()
             else "not tuned at every K", "lr_K": float(lr[0] / lr[-1]) if np.isfinite(lr[[0, -1]]).all() else math.nan,
             "K_ratio": float(K[-1] / K[0]), "above_cap": int(np.sum(lr > 1 / data["beta"])),
-            "spread": float(np.nanmax([np.nanmax(v) / np.nanmin(v) if np.isfinite(v).any() and np.nanmin(v) > 0
-                                       else np.nan for v in p["KT_seeds"]]))})
+            "spread": max([float(v[np.isfinite(v)].max() / v[np.isfinite(v)].min())
+                           for v, l in zip(p["KT_seeds"], lr) if np.isfinite(l) and np.isfinite(v).sum() > 1
+                           and v[np.isfinite(v)].min() > 0] or [math.nan]),
+            "never": int(sum(int(np.sum(~np.isfinite(v))) for v, l in zip(p["KT_seeds"], lr) if np.isfinite(l)))})
     return f
 
 
@@ -600,7 +602,8 @@ What to see (numbers from this figure's tables):
 
 {panel_lines}
 
-Seeds disagree by at most a factor {spread:.2g} in KT at any tuned cell; {cap_words}.
+Seeds that reached the target disagree by at most a factor {spread:.2g} in KT at any tuned
+cell{never_words}; {cap_words}.
 """
 
 
@@ -613,8 +616,13 @@ def caption_convergence_vs_echo(f: dict) -> str:
     above = sum(p["above_cap"] for p in f["panels"])
     cap = (f"{above} tuned learning rates lie above 1/β = {1 / f['beta']:.3g}, the largest step the theory covers"
            if above else f"every tuned learning rate lies within the theory's step range η ≤ 1/β = {1 / f['beta']:.3g}")
-    spread = max(p["spread"] for p in f["panels"] if math.isfinite(p["spread"])) if f["panels"] else math.nan
-    return TEMPLATE_CONVERGENCE_VS_ECHO.format(**f, panel_lines="\n".join(lines), spread=spread, cap_words=cap)
+    spreads = [p["spread"] for p in f["panels"] if math.isfinite(p["spread"])]
+    never = sum(p["never"] for p in f["panels"])
+    never_words = (f", and {never} seed(s) at a tuned lr never reached it within the budget" if never else
+                   ", and every seed at every tuned lr reached it")
+    return TEMPLATE_CONVERGENCE_VS_ECHO.format(**f, panel_lines="\n".join(lines),
+                                               spread=max(spreads) if spreads else math.nan, cap_words=cap,
+                                               never_words=never_words)
 
 
 def facts_bounds_vs_simulation(data: dict) -> dict:
