@@ -157,7 +157,7 @@ def test_plot_writes_png_and_pdf(swept, tmp_path, capsys):
 
 
 def test_plot_draws_the_echo_factors_asked_for(swept, tmp_path, capsys):
-    from echosim.experiments.store import load
+    from echosim.experiments.tables import load
     from echosim.plots.views import risk_vs_time_data
 
     res = load(swept)

@@ -96,4 +96,4 @@ def test_no_import_cycles():
 def test_the_layer_order_is_enforced_not_vacuous():
     """The checks above see real edges: experiments uses training, training uses no experiments."""
     assert any(layer(m) == LAYERS.index("echosim.training") for m in GRAPH["echosim.experiments.assemble"])
-    assert "echosim.experiments.store" in GRAPH["echosim.plots.views"]
+    assert "echosim.experiments.tables" in GRAPH["echosim.plots.views"]

@@ -132,7 +132,7 @@ def echoed_gd_lr(beta, rho, D, B, T, K):
 
 
 @_v.named_broadcast
-def stability_gd(lr, rho, K, B):
+def stability_gd(lr, rho, K, B, beta=None):
     r"""Uniform stability of $K$ GD steps on one batch of size $B$.
 
     Setting: convex, $\beta$-smooth, $\rho$-Lipschitz loss, step $\eta \le 2/\beta$
@@ -141,6 +141,11 @@ def stability_gd(lr, rho, K, B):
     $2\eta\rho K/B$:
 
     $$\varepsilon_{\mathrm{stab}} = \frac{2\eta\rho^2 K}{B}$$
+
+    The formula does not involve $\beta$: give ``beta`` and the precondition
+    $\eta \le 2/\beta$ is checked (a ValueError otherwise); without it, the
+    precondition is the caller's to ensure, and above $2/\beta$ the value is not a
+    stability bound.
 
     Source: the lemma as reported [S]; Hardt-Recht-Singer argument, see
     ``docs/background/bounds.md#echoed-gd``.
@@ -152,6 +157,8 @@ def stability_gd(lr, rho, K, B):
     """
     lr, rho = _v.positive("lr", lr), _v.positive("rho", rho)
     K, B = _v.at_least("K", K, 1.0), _v.positive("B", B)
+    if beta is not None:
+        lr = _v.lr_at_most("lr", lr, 2.0 / _v.positive("beta", beta), "2/beta")
     return _v.result(2 * lr * rho**2 * K / B)
 
 
@@ -585,9 +592,12 @@ def minimax_lower_bound(beta, rho, D, B, T):
     $\tilde\rho$ reflects that a $\beta$-smooth loss with its minimiser within $D$
     cannot carry a useful signal larger than about $\beta D$.
 
-    Echoing changes the number of steps $KT$, not $n$, so it cannot beat this; compare
-    the $2\rho D/\sqrt{BT}$ term of Theorem 7 (`echoed_gd_bound`), which is therefore
-    optimal up to the constant ($2$ against at least $1/10$).
+    Echoing changes the number of steps $KT$, not $n$, so no echoing (and no other use of
+    the same $n$ examples) can be *guaranteed* a smaller excess risk over the whole class;
+    compare the $2\rho D/\sqrt{BT}$ term of Theorem 7 (`echoed_gd_bound`), which is
+    therefore optimal up to the constant ($2$ against at least $1/10$). It is a statement
+    about the worst problem of the class: on a particular problem, less hard than that
+    one, a run can end well below this value (the docs' figure 2 shows such runs).
 
     Source: derived here (Le Cam's two-point method on a one-dimensional Huber
     construction, explicit constant), see ``docs/background/bounds.md#minimax-lower-bound``.

@@ -141,7 +141,8 @@ def build_parser() -> argparse.ArgumentParser:
     fg.add_argument("--only", help="comma-separated figure names (default: all)")
     fg.add_argument("--workers", type=_positive_int, help="local worker processes (default: all cores)")
     fg.add_argument("--store", type=_path, help="the run store (default: $ECHOSIM_STORE or echosim-results/store)")
-    fg.add_argument("--docs", action="store_true", help="also write docs/figures/*.png (maintainers)")
+    fg.add_argument("--docs", action="store_true", help="also write docs/figures/*.png, their facts and the captions "
+                    "in docs/figures.md (maintainers)")
     fg.add_argument("--quiet", action="store_true", help="no progress output")
     fg.set_defaults(func=_cmd_figures)
 

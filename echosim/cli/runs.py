@@ -38,11 +38,12 @@ def _cmd_sweep(args) -> int:
     c = report.counts
     print(f"status: {c['ok']} ok, {c['diverged']} diverged, {c['failed']} failed; results in {report.out}")
     print()
-    print(report_mod.format_tuned(report.tuned, conf))
-    check = report_mod.regime_check(report.tuned, report.summary, conf.settings.get("rtol"))
+    print(report_mod.format_tuned(report.tuned, conf, report.summary))
+    check = report_mod.regime_check(report.tuned, report.summary, conf.settings)
     if check:
         print()
         print(check)
+    words = report_mod.in_words(report.tuned, report.summary)
     if not args.no_plot:
         from echosim.plots.views import plot_results
 
@@ -53,6 +54,11 @@ def _cmd_sweep(args) -> int:
         else:
             print()
             print("figures: " + ", ".join(str(f) for f in files))
+    if words:
+        print()
+        print("In words:")
+        for line in words:
+            print("  " + line)
     if c["failed"]:
         first = report.summary.loc[report.summary["status"] == "failed", "error"].iloc[0]
         print(f"echosim sweep: {c['failed']} run(s) failed (first: {first}); re-run the same command "
@@ -116,7 +122,8 @@ def _single_run_config(args):
 
 
 def _cmd_run(args) -> int:
-    from echosim.experiments import executors, store
+    from echosim.experiments import executors
+    from echosim.experiments.analysis import run_convergence
     from echosim.experiments.assemble import execute_run
 
     conf = _single_run_config(args)
@@ -129,7 +136,7 @@ def _cmd_run(args) -> int:
     payload = execute_run(spec)
     row = dict(payload["summary"])
     if payload["curves"] is not None:
-        row.update(store._analysis(row, payload["curves"], conf.settings))
+        row.update(run_convergence(row, payload["curves"], conf.settings))
     if args.json:
         import json
 
@@ -154,6 +161,10 @@ def _cmd_run(args) -> int:
 
 def _run_summary(spec, row: dict, settings: dict) -> list[str]:
     """A short, labelled account of one run (the full record: --verbose or --json)."""
+    from echosim.experiments.analysis import analysis_settings
+    from echosim.experiments.report import target_words
+
+    settings = analysis_settings(settings)
     opt = spec.optimizer
     what = (f"{opt['method']} (lr={opt['lr']:g}, B={opt['batch_size']}, K={spec.echo if spec.echo is not None else 'greedy'}) "
             f"on {spec.problem['kind']}" + (f" {spec.problem.get('name', '')}".rstrip()))
@@ -164,10 +175,11 @@ def _run_summary(spec, row: dict, settings: dict) -> list[str]:
     if settings.get("atol") is not None:
         target = f"excess risk F(w) - F* <= {settings['atol']:g}"
     else:
-        rtol = settings.get("rtol", 0.01)
-        target = f"loss <= (1 + {rtol:g}) F* = {(1 + rtol) * F:.6g}"
-    target += f", trailing mean of {settings.get('window', 10)} logged points, {settings.get('iterate', 'last')} iterate"
+        rtol = settings["rtol"] if settings["rtol"] is not None else settings["fraction"]
+        target = (f"loss <= (1 + {rtol:g}) F* = {(1 + rtol) * F:.6g}" if settings["rtol"] is not None
+                  else f"excess risk <= {rtol:g} of its value at w0")
     lines.append(f"  target:      {target}")
+    lines.append(f"  converged:   at {target_words(settings)}")
     if row.get("converged"):
         t = row.get("conv_time")
         at_time = f", simulated time {t:.6g} time units" if isinstance(t, float) and math.isfinite(t) else ""
@@ -233,7 +245,7 @@ examples:
   python -m echosim figures                       # every docs figure, tables and PNGs in echosim-results/figures
   python -m echosim figures --quick --out /tmp/f  # the small [quick] variants (CI, previews)
   python -m echosim figures --only speedup_vs_R,greedy_vs_fixed
-  python -m echosim figures --docs                # maintainers: also rewrite docs/figures/*.png
+  python -m echosim figures --docs                # maintainers: also rewrite docs/figures/*.png and captions
 Each figure is a sweep (echosim/plots/figure_configs/<name>.toml): finished runs are
 reused from the run store, so running it again recomputes nothing."""
 

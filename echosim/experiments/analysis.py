@@ -1,18 +1,35 @@
-"""Convergence time, learning-rate tuning and the saturation fit, as in the paper's protocol.
+"""Convergence time, learning-rate tuning and the saturation fit.
 
-Convergence time (Agarwal et al. §4, "the first point where the trailing mean of ten
-training losses is within 1% of globally optimal training loss"): the loss is
-F(w) = excess risk + F*; at logged point i the trailing mean is the mean of the
-losses at points i−window+1 … i (a full window is required); the run has converged at
-the first point where that mean is ≤ (1 + rtol)·F* (or ≤ F* + atol). A run that never
-gets there, or diverged, has convergence time +inf — kept in the tables, never dropped
-and never NaN. The time is reported in four units: fresh batches T, optimizer steps
-KT, samples BT and simulated wall-clock.
+Convergence time. The loss is F(w) = excess risk + F*; at logged point i the
+trailing mean is the mean of the losses at points i−window+1 … i (a full window is
+required; the default window is one point, the loss itself). A point is *inside* the
+band when that mean is ≤ (1 + rtol)·F* (or ≤ F* + atol). When a run counts as
+converged is the `rule` (`RULES`):
 
-Tuning: for every setting of everything but the learning rate, the chosen lr is the one
-with the smallest median convergence time over the seeds (ties: smaller mean — with
-inf counted — then more seeds converged, then the smaller lr). Every run is kept; the
-tuned table just points at the chosen lr.
+- ``"hold"`` (the default, `DEFAULT_RULE`): the first logged point that is inside the
+  band and stays inside at every logged point of the next ``hold`` fresh batches
+  (`DEFAULT_HOLD`). It needs ``hold`` batches of log past that point; it does not
+  depend on the rest of the budget, so T is the same for every budget that covers
+  T + hold batches, and a step that only passes through the band does not count.
+  Logged at every fresh batch (the default sweep), T is resolved to one batch
+  whatever the budget; a finer log resolves it finer.
+- ``"first"``: the first point inside the band (Agarwal et al. §4, "the first point
+  where the trailing mean of ten training losses is within 1% of globally optimal
+  training loss", with ``window = 10``).
+- ``"stable"``: inside from that point to the end of the budget. T then grows with the
+  budget (a longer budget has more room for one late excursion); kept for comparison.
+
+A run that never converges, or diverged, has convergence time +inf — kept in the
+tables, never dropped and never NaN. The time is reported in four units: fresh
+batches T, optimizer steps KT, samples BT and simulated wall-clock.
+
+Tuning (`tune`): for every setting of everything but the learning rate, the chosen lr
+minimises the median convergence time over the seeds; ties (common: T counts whole
+batches) go to the smaller upper quartile, then the smaller 90% quantile, then more
+seeds converged, and a plateau of lrs that still tie is resolved at its middle, the
+choice least likely to change with another set of seeds (at a plateau's ends one
+seed's excursion tips the cell). Every run is kept; the tuned table points at the
+chosen lr and carries each seed's time there.
 """
 
 from __future__ import annotations
@@ -25,11 +42,18 @@ import numpy as np
 __all__ = [
     "ITERATES",
     "UNITS",
+    "RULES",
+    "DEFAULT_RULE",
+    "DEFAULT_HOLD",
+    "DEFAULT_WINDOW",
     "trailing_mean",
     "loss_threshold",
     "convergence_index",
     "convergence",
+    "analysis_settings",
+    "run_convergence",
     "tune",
+    "median_interval",
     "fit_saturation",
     "regime",
 ]
@@ -67,17 +91,25 @@ def loss_threshold(F_star: float, rtol: float | None = 0.01, atol: float | None 
     return (1.0 + float(rtol)) * float(F_star)
 
 
-RULES = ("stable", "first")
-"""When a run counts as converged: its trailing mean stays in the band from there to the
-end of its budget ("stable", the default), or first enters it ("first", the paper's)."""
+RULES = ("hold", "first", "stable")
+"""When a run counts as converged (see the module docstring)."""
+DEFAULT_RULE = "hold"
+"""The convergence rule of every sweep, figure and run that does not name one."""
+DEFAULT_HOLD = 20
+"""Fresh batches a run must stay inside the band under the "hold" rule."""
+DEFAULT_WINDOW = 1
+"""Logged points in the trailing mean (1: the loss itself)."""
 
 
-def convergence_index(loss, threshold: float, window: int = 10, rule: str = "first") -> int:
+def convergence_index(loss, threshold: float, window: int = DEFAULT_WINDOW, rule: str = DEFAULT_RULE,
+                      batches=None, hold: int = DEFAULT_HOLD) -> int:
     """The logged point where the trailing mean reaches the threshold by `rule`; −1 if none.
 
-    "first": the first point whose trailing mean is <= threshold. "stable": the first
-    point from which every trailing mean to the end is <= threshold, so a run that only
-    passes through the band (a step past the stability edge) does not count.
+    "hold": the first point inside the band from which every point with at most
+    ``batches[i] + hold`` fresh batches is inside too, provided the log reaches that
+    far (`batches`, the fresh-batch count of each point, is required). "first": the
+    first point inside. "stable": the first point from which every point to the end
+    is inside.
     """
     if rule not in RULES:
         raise ValueError(f"rule must be one of {', '.join(map(repr, RULES))}, got {rule!r}")
@@ -86,15 +118,32 @@ def convergence_index(loss, threshold: float, window: int = 10, rule: str = "fir
     if rule == "first":
         hit = np.nonzero(inside)[0]
         return int(hit[0]) if hit.size else -1
-    if not inside.size or not inside[-1]:
+    if rule == "stable":
+        if not inside.size or not inside[-1]:
+            return -1
+        outside = np.nonzero(~inside)[0]
+        return int(outside[-1]) + 1 if outside.size else 0
+    if isinstance(hold, bool) or not isinstance(hold, (int, np.integer)) or hold < 0:
+        raise ValueError(f"hold must be an integer >= 0 (fresh batches), got {hold!r}")
+    if batches is None:
+        raise ValueError("the hold rule needs the fresh-batch count of every logged point (batches)")
+    b = np.asarray(batches, dtype=np.int64)
+    if b.shape != inside.shape:
+        raise ValueError(f"batches has {b.size} points, the loss {inside.size}")
+    if not b.size:
         return -1
-    outside = np.nonzero(~inside)[0]
-    return int(outside[-1]) + 1 if outside.size else 0
+    ends = np.searchsorted(b, b + hold, side="right")  # one past the last point of the hold
+    n_inside = np.concatenate([[0], np.cumsum(inside)])
+    i = np.arange(b.size)
+    held = inside & (b + hold <= b[-1]) & (n_inside[ends] - n_inside[i] == ends - i)
+    hit = np.nonzero(held)[0]
+    return int(hit[0]) if hit.size else -1
 
 
 def convergence(curve: Mapping[str, np.ndarray], F_star: float, *, rtol: float | None = 0.01,
-                atol: float | None = None, fraction: float | None = None, window: int = 10,
-                iterate: str = "last", status: str = "ok", rule: str = "stable") -> dict:
+                atol: float | None = None, fraction: float | None = None, window: int = DEFAULT_WINDOW,
+                iterate: str = "last", status: str = "ok", rule: str = DEFAULT_RULE,
+                hold: int = DEFAULT_HOLD) -> dict:
     """Convergence time of one run in every unit.
 
     Parameters
@@ -105,7 +154,9 @@ def convergence(curve: Mapping[str, np.ndarray], F_star: float, *, rtol: float |
     rtol, atol, fraction : the target (one of them): loss ≤ (1 + rtol)·F*, excess risk
         ≤ atol, or excess risk ≤ fraction × the excess risk at the first logged point (w₀).
     window : trailing-mean window in logged points.
-    rule : "stable" (stays in the band to the end of the budget) or "first" (the paper's).
+    rule : "hold" (inside and staying inside for `hold` fresh batches), "first" (the
+        paper's) or "stable" (inside to the end of the budget).
+    hold : fresh batches of the "hold" rule.
     iterate : "last", "avg" or "end_avg".
     status : the run's status; anything but "ok" (diverged, failed) never converges.
 
@@ -126,7 +177,8 @@ def convergence(curve: Mapping[str, np.ndarray], F_star: float, *, rtol: float |
     threshold = loss_threshold(F_star, rtol, atol)
     idx = -1
     if status == "ok" and len(curve["batches"]):
-        idx = convergence_index(np.asarray(curve[ITERATES[iterate]]) + F_star, threshold, window, rule)
+        idx = convergence_index(np.asarray(curve[ITERATES[iterate]]) + F_star, threshold, window, rule,
+                                batches=curve["batches"], hold=hold)
     time = np.asarray(curve.get("time", []), dtype=np.float64)
     has_time = time.size > 0 and bool(np.all(np.isfinite(time)))
     out = {"converged": idx >= 0, "conv_index": idx}
@@ -134,6 +186,69 @@ def convergence(curve: Mapping[str, np.ndarray], F_star: float, *, rtol: float |
         out[f"conv_{unit}"] = float(curve[unit][idx]) if idx >= 0 else math.inf
     out["conv_time"] = (float(time[idx]) if idx >= 0 else math.inf) if has_time else math.nan
     return out
+
+
+def analysis_settings(settings: Mapping | None = None) -> dict:
+    """A sweep's analysis settings with every key present: the target (rtol, atol or
+    fraction; rtol = 0.01 if none is given), window, rule, hold, iterate and tune_by.
+    Keys of `settings` that are missing or None take the defaults defined here."""
+    given = dict(settings or {})
+    out = {"rtol": given.get("rtol"), "atol": given.get("atol"), "fraction": given.get("fraction")}
+    if all(v is None for v in out.values()):
+        out["rtol"] = 0.01
+    defaults = {"window": DEFAULT_WINDOW, "rule": DEFAULT_RULE, "hold": DEFAULT_HOLD, "iterate": "last",
+                "tune_by": "batches"}
+    for k, v in defaults.items():
+        out[k] = v if given.get(k) is None else given[k]
+    return out
+
+
+def run_convergence(row: Mapping, curves: Mapping | None, settings: Mapping | None = None) -> dict:
+    """`convergence` of one stored run (its summary row and curves) under a sweep's
+    analysis settings (`analysis_settings`). A failed run, or one without curves or F*,
+    never converged."""
+    s = analysis_settings(settings)
+    F_star = row.get("F_star")
+    status = row.get("status", "failed")
+    if curves is None or status == "failed" or F_star is None or not math.isfinite(F_star):
+        has_time = row.get("pipeline.policy") is not None
+        return {"converged": False, "conv_index": -1, "conv_batches": math.inf, "conv_steps": math.inf,
+                "conv_samples": math.inf, "conv_time": math.inf if has_time else math.nan}
+    return convergence(curves, F_star, rtol=s["rtol"], atol=s["atol"], fraction=s["fraction"], window=s["window"],
+                       iterate=s["iterate"], status=status, rule=s["rule"], hold=s["hold"])
+
+
+def _order_stat(t: np.ndarray, q: float) -> float:
+    """The q-quantile of `t` as one of its values (inf allowed: a seed that never got there)."""
+    t = np.sort(t)
+    return float(t[min(t.size - 1, max(0, math.ceil(q * t.size) - 1))])
+
+
+def _rank(t: np.ndarray) -> tuple:
+    """How good a learning rate is from its seeds' times (smaller is better): the median,
+    then the upper quartile and 90% quantile (fewer slow seeds), then more seeds converged."""
+    with np.errstate(invalid="ignore"):
+        med = float(np.median(t))
+    return (med, _order_stat(t, 0.75), _order_stat(t, 0.9), -int(np.isfinite(t).sum()))
+
+
+def median_interval(values, level: float = 0.9) -> tuple[float, float]:
+    """A distribution-free interval for the median of the law the `values` came from.
+
+    The order statistics (t_(l), t_(n+1−l)) with the largest l whose binomial coverage
+    P(l <= Binomial(n, 1/2) <= n − l) is at least `level`; for fewer than 5 values no such
+    l exists and the interval is (min, max) with lower coverage. inf (never) is a value.
+    """
+    t = np.asarray(values, dtype=np.float64)
+    t = np.sort(np.where(np.isnan(t), np.inf, t))
+    n = t.size
+    if n == 0:
+        return math.nan, math.nan
+    best = 1
+    for l in range(1, n // 2 + 1):
+        if sum(math.comb(n, j) for j in range(l, n - l + 1)) >= level * 2**n:
+            best = l
+    return float(t[best - 1]), float(t[n - best])
 
 
 def tune(summary, by: str = "batches", lr: str = "optimizer.lr", params=None):
@@ -150,12 +265,19 @@ def tune(summary, by: str = "batches", lr: str = "optimizer.lr", params=None):
 
     Returns
     -------
-    DataFrame, one row per setting: its parameters, the chosen ``optimizer.lr``
-    (NaN if no lr converged on a majority of seeds), ``lr_edge`` ("low"/"high" if the
-    choice is at the end of the grid, else ""; where no lr converged, if the lr with the
-    smallest median final excess risk is), ``n_lr``, ``n_seeds``, ``n_converged``
-    (at the chosen lr) and the medians ``conv_batches``, ``conv_steps``,
-    ``conv_samples``, ``conv_time`` at the chosen lr (inf: never converged).
+    DataFrame, one row per setting: its parameters, the chosen ``optimizer.lr`` (NaN if
+    no lr converged on a majority of seeds), ``lr_edge`` ("low"/"high" if the choice is at
+    the end of the grid, else ""; where no lr converged, if the lr with the smallest
+    median final excess risk is; or if the lrs that tie with the choice reach the end),
+    ``n_lr``, ``n_tied`` (lrs that tie with the choice on every criterion), ``n_seeds``, ``n_converged`` (at the chosen lr), the medians
+    ``conv_batches``, ``conv_steps``, ``conv_samples``, ``conv_time`` at the chosen lr
+    (inf: never converged), ``seeds_batches`` (each seed's T there, in repetition
+    order) and ``conv_batches_low``/``conv_batches_high``, a 90% distribution-free
+    interval for the median T (`median_interval`).
+
+    Ties are resolved as the module docstring says: (median, upper quartile, 90%
+    quantile, more seeds converged), then the tied lr nearest the middle of the tied
+    range on the log scale.
     """
     import pandas as pd
 
@@ -165,14 +287,16 @@ def tune(summary, by: str = "batches", lr: str = "optimizer.lr", params=None):
         params = [c for c in summary.columns
                   if c.split(".")[0] in ("problem", "pipeline", "optimizer", "sweep") and "." in c and c != lr]
     params = [c for c in params if c in summary.columns]
-    out_cols = [*params, lr, "lr_edge", "n_lr", "n_seeds", "n_converged",
-                "conv_batches", "conv_steps", "conv_samples", "conv_time"]
+    out_cols = [*params, lr, "lr_edge", "n_lr", "n_tied", "n_seeds", "n_converged",
+                "conv_batches", "conv_steps", "conv_samples", "conv_time",
+                "conv_batches_low", "conv_batches_high", "seeds_batches"]
     if len(summary) == 0:
         return pd.DataFrame(columns=out_cols)
     lr_all = summary[lr].to_numpy(dtype=np.float64)
     conv = {u: summary[f"conv_{u}"].to_numpy(dtype=np.float64) for u in UNITS}
     converged_all = summary["converged"].to_numpy(dtype=bool)
     final = summary["final_risk"].to_numpy(dtype=np.float64) if "final_risk" in summary else None
+    reps = summary["repetition"].to_numpy() if "repetition" in summary else np.zeros(len(summary))
     if params:
         groups = summary.groupby(params, dropna=False, sort=False).indices
     else:
@@ -182,22 +306,26 @@ def tune(summary, by: str = "batches", lr: str = "optimizer.lr", params=None):
         gkey = gkey if isinstance(gkey, tuple) else (gkey,)
         lrs_g = lr_all[idx]
         lrs = np.unique(lrs_g)
-        best = None
+        ranks = []
         for value in lrs:
-            sel = idx[lrs_g == value]
-            t = conv[by][sel]
-            t = np.where(np.isnan(t), np.inf, t)
-            rank = (float(np.median(t)), float(np.mean(t)), -int(np.isfinite(t).sum()), float(value))
-            if best is None or rank < best[0]:
-                best = (rank, value, sel)
-        rank, value, sel = best
+            t = conv[by][idx[lrs_g == value]]
+            ranks.append(_rank(np.where(np.isnan(t), np.inf, t)))
+        best = min(ranks)
+        tied = [i for i, r in enumerate(ranks) if r == best]
+        centre = math.sqrt(lrs[tied[0]] * lrs[tied[-1]])  # the plateau's middle on the log scale
+        value = lrs[min(tied, key=lambda i: (abs(math.log(lrs[i] / centre)) if centre > 0 else lrs[i], i))]
+        sel = idx[lrs_g == value]
+        sel = sel[np.argsort(reps[sel], kind="stable")]
         row = dict(zip(params, gkey))
-        converged = math.isfinite(rank[0])
+        converged = math.isfinite(best[0])
         row[lr] = float(value) if converged else math.nan
         if not converged and final is not None:  # where to look: the lr that got closest
             value = min(lrs, key=lambda v: (_median_or_inf(final[idx[lrs_g == v]]), v))
-        row["lr_edge"] = ("low" if value == lrs[0] else "high" if value == lrs[-1] else "") if len(lrs) > 1 else ""
+        # at the edge: the choice, or the plateau of lrs tying with it (its middle is not known yet)
+        lo, hi = (lrs[tied[0]], lrs[tied[-1]]) if converged else (value, value)
+        row["lr_edge"] = ("low" if lo == lrs[0] else "high" if hi == lrs[-1] else "") if len(lrs) > 1 else ""
         row["n_lr"] = int(len(lrs))
+        row["n_tied"] = len(tied) if converged else 0
         row["n_seeds"] = int(len(sel))
         row["n_converged"] = int(converged_all[sel].sum()) if converged else 0
         for unit in UNITS:
@@ -206,6 +334,9 @@ def tune(summary, by: str = "batches", lr: str = "optimizer.lr", params=None):
                 row["conv_time"] = math.nan
                 continue
             row[f"conv_{unit}"] = float(np.median(np.where(np.isnan(t), np.inf, t))) if converged else math.inf
+        t = np.where(np.isnan(conv["batches"][sel]), np.inf, conv["batches"][sel])
+        row["conv_batches_low"], row["conv_batches_high"] = median_interval(t) if converged else (math.inf, math.inf)
+        row["seeds_batches"] = [float(v) for v in t]
         rows.append(row)
     return pd.DataFrame(rows, columns=out_cols)
 

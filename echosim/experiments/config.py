@@ -34,6 +34,7 @@ import warnings
 from pathlib import Path
 
 
+from echosim.experiments.analysis import analysis_settings
 from echosim.pipeline.model import ECHO_POLICIES, check_echo
 from echosim.training.methods import METHODS
 from echosim.experiments.grid import _AxisRef, _field_for, _Grid, _joint
@@ -246,8 +247,9 @@ def _settings(grid: _Grid, source: str) -> dict:
     if len(given) > 1:
         raise ConfigError(f"sweep.{given[1]}: give one target: rtol (relative to F*), atol (excess risk) "
                           f"or fraction (of the initial excess risk), not {' and '.join(given)}")
-    if not given:
-        s["rtol"] = 0.01
+    s.update(analysis_settings(s))  # the default target (rtol) where none is given
+    if "sweep.hold" in grid.declared and s["rule"] != "hold":
+        raise ConfigError(f"sweep.hold: applies only to sweep.rule = 'hold' (the rule here is {s['rule']!r})")
     has_T = "sweep.n_batches" in grid.declared
     has_budget = "sweep.time_budget" in grid.declared
     if has_T == has_budget:

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from echosim.experiments.analysis import DEFAULT_HOLD, DEFAULT_RULE, DEFAULT_WINDOW, RULES
 from echosim.pipeline.model import POLICIES
 from echosim.training.losses import LOSSES
 from echosim.training.methods import HYPER_FIELDS, METHODS
@@ -267,10 +268,14 @@ FIELDS: dict[str, dict[str, Field]] = {
         "atol": Field("float", lo=0, lo_open=True, grid=False, doc="target: loss - F* <= atol"),
         "fraction": Field("float", lo=0, lo_open=True, hi=1, hi_open=True, grid=False,
                           doc="target: loss - F* <= fraction·(F(w0) - F*)"),
-        "window": Field("int", 10, lo=1, grid=False, doc="trailing-mean window, logged points"),
-        "rule": Field("choice", "stable", choices=("stable", "first"), grid=False,
-                      doc="converged where the trailing mean enters the target band and stays in it for the "
-                          "rest of the budget ('stable'), or where it first enters ('first', the paper's rule)"),
+        "window": Field("int", DEFAULT_WINDOW, lo=1, grid=False,
+                        doc="trailing-mean window, logged points (1: the loss itself)"),
+        "rule": Field("choice", DEFAULT_RULE, choices=RULES, grid=False,
+                      doc="converged where the loss enters the target band and stays in it for the next "
+                          "sweep.hold fresh batches ('hold'), where it first enters ('first', the paper's rule), "
+                          "or where it stays in it to the end of the budget ('stable', which depends on the budget)"),
+        "hold": Field("int", DEFAULT_HOLD, lo=0, grid=False,
+                      doc="fresh batches the loss must stay in the band under the 'hold' rule"),
         "lr_extend": Field("int", 8, lo=0, hi=MAX_LR_EXTEND, grid=False,
                            doc="rounds of extending the lr grid past an edge where the tuned lr sits "
                                "(each adds 0.2 decades)"),
@@ -284,8 +289,8 @@ _PROBLEM_DEFAULTS = {
     "least_squares": {"design": "gaussian", "w_star_norm": 1.0},
 }
 _RUN_KEYS = ("n_batches", "time_budget", "log_every", "log_points", "log_unit", "max_steps", "dtype")
-_SETTING_KEYS = ("name", "seed", "repetitions", "rtol", "atol", "fraction", "window", "rule", "iterate", "tune_by",
-                 "lr_extend")
+_SETTING_KEYS = ("name", "seed", "repetitions", "rtol", "atol", "fraction", "window", "rule", "hold", "iterate",
+                 "tune_by", "lr_extend")
 TARGETS = ("rtol", "atol", "fraction")
 """The three ways to state the target; a config gives one (default rtol = 0.01)."""
 

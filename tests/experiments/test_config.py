@@ -108,7 +108,17 @@ def test_the_embedded_default_sweep_is_valid_and_figure2_shaped():
     Ks = {r.echo for r in c.runs}
     assert len(Bs) == 2 and Ks == {1, 2, 4, 8, 16, 32}
     assert all(r.pipeline["policy"] == "fixed" for r in c.runs)
-    assert c.settings["rtol"] == 0.01 and c.settings["window"] == 10
+    assert c.settings["rtol"] == 0.01 and c.settings["rule"] == "hold" and c.settings["window"] == 1
+    assert all(r.run["log_every"] == 1 and r.run["log_unit"] == "batch" for r in c.runs)  # T in whole batches
+    lrs = sorted({r.optimizer["lr"] for r in c.runs})
+    ratio = 2 ** 0.5  # closed under doubling: K and 2K are offered the same products K·lr
+    np.testing.assert_allclose(np.diff(np.log(lrs)), np.log(ratio))
+
+
+def test_hold_applies_only_to_the_hold_rule():
+    with pytest.raises(ConfigError, match="sweep.hold: applies only"):
+        parse_config(cfg(sweep={"rule": "first", "hold": 5}))
+    assert parse_config(cfg(sweep={"hold": 5})).settings["hold"] == 5
 
 
 # --------------------------------------------------------------------------- seeds and ids

@@ -1,4 +1,4 @@
-"""Result store: atomic shards, failure records, merge into tidy tables, load(), no pickles."""
+"""Result store: atomic shards, failure records, no pickles; the merged tables (tables.merge, load)."""
 
 import json
 import math
@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from echosim.experiments import store as results
+from echosim.experiments import tables
 from echosim.experiments.config import parse_config
 from echosim.experiments.assemble import execute_run
 
@@ -114,7 +115,7 @@ def test_merge_gives_a_row_per_run_and_a_row_per_logged_point(tmp_path, conf, pa
     ids = [r.run_id for r in conf.runs]
     results.write_manifest(tmp_path, {"run_ids": ids, "store": str(store.root), "settings": conf.settings,
                                       "complete": True})
-    merged = results.merge(tmp_path, ids, conf.settings, store=store)
+    merged = tables.merge(tmp_path, ids, conf.settings, store=store)
     s, c, t = merged.summary, merged.curves, merged.tuned
     assert list(s["run_id"]) == ids
     assert set(s["status"]) == {"ok", "failed"}
@@ -131,7 +132,7 @@ def test_merge_gives_a_row_per_run_and_a_row_per_logged_point(tmp_path, conf, pa
     for name in ("summary", "curves", "tuned"):
         assert (tmp_path / f"{name}.parquet").read_bytes()[:4] == b"PAR1"
     # the merged tables read back equal through load()
-    loaded = results.load(tmp_path)
+    loaded = tables.load(tmp_path)
     pd.testing.assert_frame_equal(loaded.summary, s, check_dtype=False)
     assert len(loaded.curves) == len(c) and len(loaded.tuned) == len(t)
 
@@ -139,8 +140,8 @@ def test_merge_gives_a_row_per_run_and_a_row_per_logged_point(tmp_path, conf, pa
 def test_changing_the_target_needs_no_rerun(tmp_path, conf, payloads):
     ids = [r.run_id for r in conf.runs]
     loose = dict(conf.settings, rtol=0.5)
-    a = results.merge(tmp_path, ids, conf.settings, payloads=payloads, write=False).summary
-    b = results.merge(tmp_path, ids, loose, payloads=payloads, write=False).summary
+    a = tables.merge(tmp_path, ids, conf.settings, payloads=payloads, write=False).summary
+    b = tables.merge(tmp_path, ids, loose, payloads=payloads, write=False).summary
     assert (b["conv_batches"] <= a["conv_batches"]).all() and b["converged"].all()
 
 
@@ -152,17 +153,17 @@ def test_load_merges_from_the_store_on_the_fly_and_rejects_non_result_paths(tmp_
     ids = [r.run_id for r in conf.runs]
     results.write_manifest(tmp_path, {"run_ids": ids, "store": str(store.root), "settings": conf.settings,
                                       "complete": False})  # as a sweep killed before merging leaves it
-    res = results.load(tmp_path)
+    res = tables.load(tmp_path)
     assert len(res.summary) == len(conf.runs) and len(res.curves) > 0
     results.write_manifest(tmp_path, {"run_ids": ["../../outside"], "store": str(store.root), "complete": False})
     with pytest.raises(ValueError, match="16 hex digits"):
-        results.load(tmp_path)  # read only what the store wrote
+        tables.load(tmp_path)  # read only what the store wrote
     with pytest.raises(ValueError, match="not a directory"):
-        results.load(tmp_path / "nope")
+        tables.load(tmp_path / "nope")
     empty = tmp_path / "empty"
     empty.mkdir()
     with pytest.raises(ValueError, match="no echosim results"):
-        results.load(empty)
+        tables.load(empty)
 
 
 def test_provenance_names_the_versions():
@@ -178,7 +179,7 @@ def test_load_reads_only_run_ids_the_store_wrote(tmp_path, conf, payloads, run_i
     outside.write_bytes(b"not to be read")
     (d / "manifest.json").write_text(json.dumps({"run_ids": run_ids, "complete": False}))
     with pytest.raises(ValueError, match=r"manifest.json: run_ids must be 16 hex digits"):
-        results.load(d)
+        tables.load(d)
 
 
 # --------------------------------------------------------------------------- faults

@@ -54,6 +54,12 @@ def test_a_sweep_runs_every_run_and_tunes_per_setting(serial, tiny_conf):
     assert serial.summary["conv_time"].notna().all()  # a pipeline gives a wall-clock
 
 
+def test_a_sweep_result_shows_itself_in_a_notebook(serial):
+    page = serial._repr_html_()
+    assert page.startswith("<p><b>") and "<table" in page and "conv_batches" in page
+    assert "In words:" in page and "B = 8: echoing" in page
+
+
 def test_two_workers_give_bitwise_identical_tables(serial, tiny_conf, tmp_path):
     par = run_sweep(tiny_conf, out=tmp_path, workers=2, progress=False)
     frames_equal(par.summary, serial.summary)
@@ -438,6 +444,17 @@ def test_the_default_sweep_shows_both_regimes_with_every_tuned_lr_inside_its_gri
     # curvature-dominated: echoing saves fresh batches (and wall-clock behind the R = 8 loader)
     assert large["conv_batches"].iloc[-1] <= large["conv_batches"].iloc[0] / 4
     assert large["conv_time"].loc[4] < large["conv_time"].loc[1] / 2
+    # the answer in words, one sentence per batch size, and the report around it
+    from echosim.experiments import report
+
+    words = rep.in_words()
+    assert len(words) == 2 and words[0].startswith("B = 4: echoing buys nothing")
+    assert words[1].startswith("B = 2048: echoing at K = ") and "sooner in wall-clock" in words[1]
+    text = report.format_tuned(rep.tuned, default_config(quick=True), rep.summary) + report.regime_check(
+        rep.tuned, rep.summary, default_config(quick=True).settings)
+    assert "x fewer with echoing" not in text and "T of each seed at lr*" in text
+    assert "above 1/β = 4" in text  # the tuned steps at B = 2048 lie outside the theory's range, and it says so
+    assert "act on the simulated K_sat" in text
 
 
 def test_dask_gives_bitwise_the_local_tables_on_a_real_data_set_too(tmp_path):
@@ -455,3 +472,26 @@ def test_dask_gives_bitwise_the_local_tables_on_a_real_data_set_too(tmp_path):
                            store_dir=tmp_path / "s2")
     frames_equal(remote.summary, local.summary)
     frames_equal(remote.curves, local.curves)
+
+
+def test_T_does_not_depend_on_the_budget_or_on_logging_within_batches(tmp_path):
+    """The same runs (same seeds, lrs, K) at three budgets, logged every batch or every step:
+    every run that converged within the shortest budget has the same T in all of them."""
+    base = {"problem": {"kind": "logistic", "dim": 5, "design": "gaussian", "decay": 0.5, "w_star_norm": 3.0},
+            "optimizer": {"lr": [0.5, 2.0, 8.0], "batch_size": 512, "echo": [1, 4]},
+            "sweep": {"repetitions": 3, "lr_extend": 0, "log_every": 1}}
+    tables = {}
+    for unit in ("batch", "step"):
+        for n in (60, 120, 240):
+            conf = parse_config({**base, "sweep": dict(base["sweep"], n_batches=n, log_unit=unit)})
+            rep = run_sweep(conf, out=tmp_path / f"{unit}{n}", workers=1, progress=False, store_dir=tmp_path / "s")
+            s = rep.summary.set_index(["optimizer.lr", "optimizer.echo", "repetition"]).sort_index()
+            tables[(unit, n)] = s["conv_batches"]
+    short = tables[("batch", 60)]
+    done = short[np.isfinite(short) & (short + 20 <= 60)]
+    assert len(done) >= 6  # enough runs converge to make the check bite
+    for key, t in tables.items():
+        np.testing.assert_array_equal(t.loc[done.index].to_numpy(), done.to_numpy(), err_msg=str(key))
+    # runs that needed more than the short budget allows converge later, at a T the long budgets agree on
+    late = tables[("batch", 240)][np.isfinite(tables[("batch", 240)]) & ~np.isfinite(short)]
+    np.testing.assert_array_equal(tables[("step", 240)].loc[late.index].to_numpy(), late.to_numpy())

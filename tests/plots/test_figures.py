@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import theory
-from echosim.experiments.store import load
+from echosim.experiments.tables import load
 from echosim.experiments.sweep import run_sweep
 from echosim.plots import figures as F
 
@@ -69,16 +69,18 @@ def test_figure_2_the_mean_over_seeds_stays_below_each_bound(made):
     data = view(made, "bounds_vs_simulation")
     assert [p["theory_step"] for p in data["panels"]] == [True] * 5 + [False]
     for p in data["panels"]:
+        assert len(p["curves"]) == len([c for c in p["curves"] if "bound" in c]) + len(p["vacuous"]), p["title"]
+        if p["theory_step"]:
+            assert not p["vacuous"], p["title"]  # at its own step every bound is drawn
         for c in p["curves"]:
             m = c["median"]
             assert np.all(m["y_low"] <= m["y_high"]) and np.all(np.isfinite(m["y"]))
-            if not p["theory_step"]:  # AGD at the practical step 1/β: no bound is drawn there
-                assert "bound" not in c and "no bound" in p["title"]
-                continue
-            b = c["bound"]
-            np.testing.assert_array_equal(b["x"], m["x"])
-            assert np.all(m["y"] <= b["y"]), p["title"]  # the bound is on the mean
+            if "bound" in c:
+                b = c["bound"]
+                np.testing.assert_array_equal(b["x"], m["x"])
+                assert np.all(m["y"] <= b["y"]), p["title"]  # the bound is on the mean
     practical, at_bound = data["panels"][-1], data["panels"][-2]
+    assert ("vacuous" in practical["title"]) == bool(practical["vacuous"])  # a bound not drawn is said so
     # at 1/β, AGD gets far below where the bound's own (tiny) step takes it within T
     assert practical["curves"][0]["median"]["y"][-1] < 0.5 * at_bound["curves"][0]["median"]["y"][-1]
     F.draw_bounds_vs_simulation(data)
@@ -121,6 +123,35 @@ def test_figure_5_predicted_speedups_never_exceed_min_k_r(made):
     np.testing.assert_allclose(data["R"], 4.0 + 0.001 * np.asarray(data["B"]))  # t_up(B) = 4 + 0.001·B
     assert np.all(pred <= np.minimum(np.asarray(data["K"], dtype=float)[None, :], data["R"][:, None]) + 1e-9)
     F.draw_predicted_vs_simulated(data)
+
+
+def test_every_caption_renders_from_its_figures_data(made):
+    for name in F.FIGURES:
+        facts = F.CAPTIONS[name][0](view(made, name))
+        text = F.caption(name, facts)
+        assert text and "{" not in text and "nan" not in text.lower(), name
+        assert (made[0] / f"{name}.md").read_text().strip() == text  # make_figures wrote the same
+
+
+def test_the_docs_captions_are_rendered_from_the_facts_saved_with_their_figures():
+    """docs/figures.md's caption blocks are what `figures --docs` wrote next to each PNG:
+    a hand edit of a caption, or a figure regenerated without its caption, fails here."""
+    import json
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    page = (root / F.DOCS_PAGE).read_text(encoding="utf-8")
+    blocks = dict(m.groups() for m in __import__("re").finditer(
+        r"<!-- caption: (\w+) -->\n(.*?)\n<!-- /caption -->", page, flags=__import__("re").S))
+    assert set(blocks) == set(F.FIGURES)
+    for name in F.FIGURES:
+        facts = json.loads((root / F.DOCS_DIR / f"{name}.json").read_text(encoding="utf-8"))
+        assert blocks[name] == F.caption(name, facts), f"docs/figures.md: the caption of {name} is not its facts'"
+        assert (root / F.DOCS_DIR / f"{name}.png").exists()
+    # outside the generated blocks the page carries no numbers (headings and paths aside)
+    rest = __import__("re").sub(r"<!-- caption: \w+ -->\n.*?<!-- /caption -->", "", page, flags=__import__("re").S)
+    prose = [ln for ln in rest.splitlines() if ln and not ln.startswith(("#", "!", "Config:", "```", "python "))]
+    assert not [ln for ln in prose if __import__("re").search(r"\d", ln)], "numbers outside the generated captions"
 
 
 def test_a_figure_whose_optional_dependency_is_missing_fails_alone(tmp_path, monkeypatch):

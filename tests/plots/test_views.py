@@ -8,7 +8,8 @@ import pandas as pd
 import pytest
 
 import theory
-from echosim.plots.views import bound_curve, convergence_vs_echo_data, draw_overlay, median_band, overlay, plot_results
+from echosim.plots.views import (bound_curve, convergence_vs_echo_data, draw_overlay, echo_counts, median_band,
+                                 overlay, plot_results)
 
 
 def synthetic_runs(n=20, T=30, seed=0):
@@ -42,24 +43,54 @@ def test_different_x_grids_are_read_as_step_functions():
     np.testing.assert_allclose(d["y"], [4.0, 3.5, 3.0, 2.5, 0.5])
 
 
-def test_bound_curve_is_the_theory_function_at_the_right_T():
+def test_bound_curve_is_the_theory_function_at_the_runs_own_step():
     c = {"beta": 0.25, "rho": 1.0, "D": 2.0}
     T = np.array([10.0, 100.0, 1000.0])
-    b = bound_curve(c, 64, 4, T, lr=0.5)
+    b = bound_curve(c, 64, T, lr=0.5, echo=4)
     np.testing.assert_allclose(b["y"], theory.echoed_gd_bound(**c, B=64, T=T, K=4, lr=0.5), rtol=1e-12)
-    assert "η = 0.5" in b["label"]
-    tuned = bound_curve(c, 64, 4, T, lr=10.0)  # lr > 1/β: the tuned-step form
-    np.testing.assert_allclose(tuned["y"], theory.echoed_gd_bound(**c, B=64, T=T, K=4), rtol=1e-12)
-    assert "tuned" in tuned["label"]
-    prox = bound_curve(c, 64, 4, T, method="echoed_prox")
-    np.testing.assert_allclose(prox["y"], theory.echoed_prox_bound(**c, B=64, T=T, K=4), rtol=1e-12)
+    assert "η = 0.5" in b["label"] and b["reason"] == ""
+    past = bound_curve(c, 64, T, lr=10.0, echo=4)  # lr > 1/β: no theorem covers the step, none is drawn
+    assert len(past["y"]) == 0 and "1/β" in past["reason"]
+    prox = bound_curve(c, 64, T, lr=0.5, echo=4, bound="echoed_prox_bound", lam=1.0)
+    np.testing.assert_allclose(prox["y"], theory.echoed_prox_bound(**c, B=64, T=T, K=4, lam=1.0, inner_lr=0.5),
+                               rtol=1e-12)
+    agd = bound_curve(c, 64, T, lr=0.5, echo=4, bound="echoed_agd_bound")
+    np.testing.assert_allclose(agd["y"], theory.echoed_agd_bound(**c, B=64, T=T, K=4, lr=0.5), rtol=1e-12)
 
 
-def test_overlay_maps_each_x_axis_back_to_fresh_batches():
+def test_a_variable_echo_is_bounded_with_its_own_step_counts():
+    c = {"beta": 0.25, "rho": 1.0, "D": 2.0}
+    rng = np.random.default_rng(1)
+    K_t = rng.integers(1, 9, size=(3, 40)).astype(float)
+    T = np.array([1.0, 5.0, 17.0, 40.0])
+    b = bound_curve(c, 64, T, lr=0.5, K_t=K_t)
+    naive = [np.mean([theory.variable_echo_bound(**c, B=64, K_t=k[: int(t)], lr=0.5) for k in K_t]) for t in T]
+    np.testing.assert_allclose(b["y"], naive, rtol=1e-12)
+    # the mean K_t would understate the noise term (it has the sum of K_t², not of mean²)
+    mean_K = bound_curve(c, 64, T, lr=0.5, echo=float(K_t.mean()))
+    assert np.all(b["y"] > mean_K["y"])
+    assert "only echoed GD" in bound_curve(c, 64, T, lr=0.5, K_t=K_t, bound="echoed_agd_bound")["reason"]
+
+
+def test_echo_counts_reads_k_or_each_runs_k_t_off_the_log():
+    const = [{"batches": np.arange(6), "steps": 3 * np.arange(6)} for _ in range(2)]
+    assert echo_counts(const) == (3.0, None, "")
+    var = [{"batches": np.array([0, 1, 1, 2, 3]), "steps": np.array([0, 1, 2, 4, 5])}]  # step logs within batch 1
+    K, K_t, reason = echo_counts(var)
+    assert K is None and reason == "" and K_t.tolist() == [[2.0, 2.0, 1.0]]
+    coarse = [{"batches": np.array([0, 2, 4]), "steps": np.array([0, 3, 7])}]
+    assert "skips fresh batches" in echo_counts(coarse)[2]
+
+
+def test_overlay_compares_the_bound_with_the_mean_of_its_own_iterate_and_maps_each_x_axis():
     runs = synthetic_runs(5)
+    for r in runs:
+        r["risk_avg"] = 0.5 * r["risk"]
     c = {"beta": 1.0, "rho": 1.0, "D": 1.0}
     by_batches = overlay(runs, c, batch_size=8, echo=4, x="batches", lr=0.5)
-    by_steps = overlay(runs, c, batch_size=8, echo=4, x="steps", lr=0.5)
+    np.testing.assert_allclose(by_batches["mean"]["y"], np.mean([r["risk_avg"] for r in runs], axis=0), rtol=1e-12)
+    assert by_batches["mean"]["label"].startswith("mean of the average iterate")
+    by_steps = overlay(runs, c, batch_size=8, x="steps", lr=0.5)  # K read off the runs
     np.testing.assert_allclose(by_steps["bound"]["y"], by_batches["bound"]["y"], rtol=1e-12)
     np.testing.assert_array_equal(by_steps["bound"]["x"], 4 * by_batches["bound"]["x"][:])
     assert by_steps["median"]["label"].startswith("median")
@@ -67,6 +98,11 @@ def test_overlay_maps_each_x_axis_back_to_fresh_batches():
         r["time"] = 8.0 * r["batches"]
     by_time = overlay(runs, c, batch_size=8, x="time", lr=0.5)
     np.testing.assert_allclose(by_time["bound"]["y"], by_batches["bound"]["y"], rtol=1e-12)
+    for method, hyper in (("echoed_sgd", {"sub_batch": 2}), ("echoed_nesterov", {"momentum": 0.9})):
+        none = overlay(runs, c, batch_size=8, x="batches", lr=0.5, method=method, hyper=hyper)
+        assert len(none["bound"]["x"]) == 0 and "no theorem" in none["bound"]["reason"], method
+    assert len(overlay(runs, c, batch_size=8, lr=0.5, method="echoed_nesterov",
+                       hyper={"momentum": "nesterov"})["bound"]["y"]) > 0
 
 
 def test_median_band_accepts_trajectories_and_curves_tables():
@@ -95,8 +131,10 @@ def test_convergence_vs_echo_data_and_drawing(tmp_path):
     np.testing.assert_array_equal(panels[1]["converged"], [True, True, False])
     from echosim.plots.views import draw_convergence_vs_echo
 
-    files = draw_convergence_vs_echo(panels, tmp_path / "c", formats=("png", "pdf"))
-    assert [f.suffix for f in files] == [".png", ".pdf"] and all(f.stat().st_size > 1000 for f in files)
+    from matplotlib.figure import Figure
+
+    fig = draw_convergence_vs_echo(panels)
+    assert isinstance(fig, Figure) and len(fig.axes) >= 2
 
 
 def test_draw_overlay_on_an_axes():
@@ -104,8 +142,10 @@ def test_draw_overlay_on_an_axes():
 
     fig = Figure()
     ax = fig.subplots()
-    draw_overlay(ax, overlay(synthetic_runs(4), {"beta": 1.0, "rho": 1.0, "D": 1.0}, batch_size=8, echo=4),
-                 target=0.05)
+    runs = synthetic_runs(4)
+    for r in runs:
+        r["risk_avg"] = r["risk"]
+    draw_overlay(ax, overlay(runs, {"beta": 1.0, "rho": 1.0, "D": 1.0}, batch_size=8, echo=4, lr=0.5), target=0.05)
     labels = [line.get_label() for line in ax.lines]
     assert any(label.startswith("median, 10–90%") for label in labels)
     assert any(label.startswith("bound") for label in labels)
@@ -124,6 +164,21 @@ def test_plot_results_from_a_results_directory(tmp_path):
     assert sorted(f.name for f in files) == ["convergence_vs_echo.png", "risk_vs_time.png"]
     with pytest.raises(ValueError, match="format"):
         plot_results(tmp_path, formats=("gif",))
+
+
+def test_drawing_never_switches_the_matplotlib_backend():
+    code = ("import matplotlib; matplotlib.use('svg'); import numpy as np; import pandas as pd\n"
+            "from echosim.plots import figures, views\n"
+            "tuned = pd.DataFrame({'optimizer.batch_size': [4, 4], 'optimizer.echo': [1, 2], 'optimizer.lr': [1.0, 0.5],"
+            " 'conv_steps': [10.0, 20], 'conv_samples': [40.0, 40], 'conv_time': [80.0, 80], 'conv_batches': [10.0, 10]})\n"
+            "fig = views.draw_convergence_vs_echo(views.convergence_vs_echo_data(tuned))\n"
+            "print(type(fig).__name__, matplotlib.get_backend())")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["Figure", "svg"]
+    from pathlib import Path
+
+    source = "".join(p.read_text() for p in (Path(__file__).parents[2] / "echosim" / "plots").glob("*.py"))
+    assert "matplotlib.use(" not in source
 
 
 def test_importing_plots_does_not_import_matplotlib():

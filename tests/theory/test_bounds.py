@@ -354,6 +354,7 @@ INVALID = [
     (theory.echoed_prox_param, _bad(T=np.nan), "T must be positive and finite"),
     (theory.stability_gd, dict(lr=0.0, rho=1.0, K=1, B=1), "lr must be positive"),
     (theory.stability_gd, dict(lr=0.1, rho=1.0, K=0, B=1), "K must be >= 1"),
+    (theory.stability_gd, dict(lr=3.0, rho=1.0, K=1, B=1, beta=1.0), "2/beta"),  # its precondition, when checkable
     (theory.batches_to_accuracy, dict(eps=0.0, beta=1, rho=1, D=1, B=1, K=1), "eps must be positive"),
     (theory.batches_to_accuracy, dict(eps=-1, beta=1, rho=1, D=1, B=1, K=1), "eps must be positive"),
     (theory.saturation_echo, dict(eps=0.1, beta=1, rho=1, B=0), "B must be positive"),
