@@ -268,7 +268,7 @@ def _check_caps(pipeline: Pipeline, caps, T: int) -> np.ndarray | None:
         if POLICIES[pipeline.policy].coupled:
             raise ValueError(f"policy {pipeline.policy!r}: its caps depend on the training run's losses, so the "
                              "pipeline cannot be simulated alone; simulate it with the run "
-                             "(echosim.run(problem, optimizer, echo=pipeline, ...) or echosim.training.coupled), "
+                             "(echosim.run(problem, optimizer, echo=pipeline, n_batches=T) or echosim.run_coupled), "
                              "or give the caps (caps=)")
         return None
     a = np.asarray(caps)
@@ -297,7 +297,7 @@ def simulate(pipeline: Pipeline, n_batches: int, seed, batch_size: int | None = 
     caps : int array of shape (T,), optional
         "greedy" and "auto": batch t gets at most ``caps[t]`` steps (1..max_echo)
         instead of max_echo. Required for "auto" (whose caps depend on the losses:
-        its coupled simulation with a run is `echosim.training.coupled.run_coupled`).
+        its simulation with a run is `echosim.training.runner.run_coupled`).
 
     Returns
     -------
@@ -318,8 +318,9 @@ def simulate_deciding(pipeline: Pipeline, n_batches: int, seed, decide) -> Sched
     """`simulate` with caps decided as the simulation goes ("greedy", "auto").
 
     Before the accelerator takes fresh batch n whose cap is not known yet, it asks
-    ``decide(n, tau, K)``: tau is the take time, K the K_t of batches 0..n-1 (final);
-    it returns the caps of batches n, n+1, ... (a non-empty int array). The result is
+    ``decide(n, tau, K, take_time)``: tau is batch n's take time, K and take_time those
+    of batches 0..n-1 (final; views, valid during the call); it returns the caps of
+    batches n, n+1, ... (a non-empty int array). The result is
     bitwise ``simulate(pipeline, n_batches, seed, caps=<the caps decided>)``: the
     event loop pauses before a take, where nothing has changed yet.
     """
@@ -329,7 +330,7 @@ def simulate_deciding(pipeline: Pipeline, n_batches: int, seed, decide) -> Sched
         raise ValueError(f"pipeline.policy: caps decided as it goes apply to policies "
                          f"{' and '.join(map(repr, _GREEDY))}, got {pipeline.policy!r}")
     if not callable(decide):
-        raise ValueError(f"decide: expected a callable (n, tau, K) -> caps, got {decide!r}")
+        raise ValueError(f"decide: expected a callable (n, tau, K, take_time) -> caps, got {decide!r}")
     T = _int_field("n_batches", n_batches, 1)
     ss = _check_seed(seed)
     _check_schedule_size("n_batches", T, T, pipeline, None)

@@ -272,7 +272,7 @@ class EventLoop:
         des = self.des
         n = int(self.si[des.S_N_TAKEN])
         tau = float(self.sf[des.F_NOW])
-        caps = np.asarray(self.decide(n, tau, self.steps_per_batch[:n]))
+        caps = np.asarray(self.decide(n, tau, self.steps_per_batch[:n], self.take_time[:n]))
         m = caps.size
         if caps.ndim != 1 or m == 0 or not np.issubdtype(caps.dtype, np.integer) or n + m > self.T \
                 or caps.min() < 1 or caps.max() > self.pipeline.max_echo:

@@ -82,12 +82,13 @@ def test_caps_decided_as_it_goes_equal_caps_given(ahead, monkeypatch):
     caps = np.random.default_rng(1).integers(1, 9, T)
     asked = []
 
-    def decide(n, tau, K):
+    def decide(n, tau, K, take):
         asked.append((n, tau, K.copy()))
+        np.testing.assert_array_equal(take, ref.take_time[:n])
         return caps[n:n + ahead]
 
-    s = simulate_deciding(p, T, 9, decide)
     ref = simulate(p, T, 9, caps=caps)
+    s = simulate_deciding(p, T, 9, decide)
     assert _same_schedule(s, ref)
     assert [n for n, _, _ in asked] == list(range(0, T, ahead))
     for n, tau, K in asked:  # what decide saw: the take time of batch n, the final K_t before it
