@@ -109,7 +109,7 @@ from echosim.pipeline.service_times import as_service_time
 from echosim.pipeline.service_times import ServiceTime
 from echosim.pipeline.sizes import check_fits
 
-__all__ = ["Pipeline", "Policy", "POLICIES", "ECHO_POLICIES", "check_echo"]
+__all__ = ["Pipeline", "Policy", "POLICIES", "ECHO_POLICIES", "CAPPED_POLICIES", "check_echo"]
 
 
 @dataclass(frozen=True)
@@ -135,6 +135,8 @@ POLICIES: dict[str, Policy] = {p.name: p for p in (
 """The registry of echo policies: name → row. Nothing else lists them or their codes."""
 ECHO_POLICIES = tuple(name for name, p in POLICIES.items() if "echo" in p.params)
 """The policies that take an echo factor K (derived from `POLICIES`)."""
+CAPPED_POLICIES = tuple(name for name, p in POLICIES.items() if "max_echo" in p.params)
+"""The policies that echo while waiting, up to a cap: "greedy" (max_echo), "auto" (its caps)."""
 DELIVERIES = ("ordered", "unordered")
 BLOCKING = ("before", "after")
 

@@ -14,10 +14,10 @@ from typing import Any
 import numpy as np
 
 from echosim.pipeline import stream
-from echosim.pipeline.model import ECHO_POLICIES, POLICIES, Pipeline, _int_field, check_echo
+from echosim.pipeline.model import CAPPED_POLICIES as _GREEDY, ECHO_POLICIES, POLICIES, Pipeline, _int_field, check_echo
 from echosim.pipeline.sizes import check_fits
 from echosim.pipeline.stream import (
-    _GREEDY, DerivedSteps, EventLoop, HeldSteps, Inputs, _example_copies, _example_extra, _round_echo, _StepTimes,
+    DerivedSteps, EventLoop, HeldSteps, Inputs, _example_copies, _example_extra, _round_echo, _StepTimes,
     _estimate_echo, derived_steps, draw_inputs, redrawn_durations,
 )
 

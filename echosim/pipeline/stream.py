@@ -20,7 +20,7 @@ from typing import Callable, Iterator
 
 import numpy as np
 
-from echosim.pipeline.model import POLICIES, Pipeline
+from echosim.pipeline.model import CAPPED_POLICIES as _GREEDY, POLICIES, Pipeline
 from echosim.pipeline.service_times import Deterministic, ServiceTime
 from echosim.pipeline.traces import Trace
 
@@ -30,9 +30,6 @@ __all__ = ["STEP_CHUNK", "HeldSteps", "DerivedSteps", "EventLoop", "Inputs", "dr
 STEP_CHUNK = 1 << 18
 """Steps the event loop's output holds (24 bytes each): a simulation with more steps
 keeps per-batch arrays only and derives its steps in chunks of this many."""
-
-_GREEDY = tuple(name for name, p in POLICIES.items() if "max_echo" in p.params)
-"""The policies that echo while waiting, up to a cap (greedy, and auto under its caps)."""
 
 # step times drawn per chunk when their number is not known in advance ("greedy")
 _CHUNK_MIN = 4096
