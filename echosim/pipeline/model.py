@@ -60,6 +60,11 @@ Policies (``policy``):
   to S before each example is drawn (fewer once the input is exhausted), so step j
   needs min(S + (j+1)B - 1, total) echoed examples pulled; the remainder of fewer
   than B examples at the very end is dropped.
+- ``"auto"``: greedy under a cap c_t on K_t per fresh batch (1 <= c_t <= ``max_echo``),
+  which `echosim.pipeline.auto.AutoEcho` decides from the first-step losses of the
+  batches before it (options ``window``, ``z``). The caps depend on the training
+  run, so the pipeline is simulated with it (`echosim.training.runner.run_coupled`),
+  or with given caps (``simulate(..., caps=)``, which also caps "greedy" per batch).
 
 Tie rule. At equal times, loader completions come first (among themselves by
 production index), then the accelerator decides. So a batch finishing exactly when a step ends counts
@@ -206,13 +211,13 @@ class Pipeline:
         C >= 1, capacity of the prefetch buffer (finished batches not yet taken).
     step_time : ServiceTime or float
         Time of one optimizer step (t_down), > 0.
-    policy : {"sync", "fixed", "greedy", "example"}
+    policy : {"sync", "fixed", "greedy", "example", "auto"}
         How many steps use each fresh batch.
     echo : float or None
         Echo factor e >= 1 (Choi et al.'s e, Agarwal et al.'s K) for "fixed" and
         "example"; must be None for "sync" and "greedy".
     max_echo : int
-        Upper bound on K_t under "greedy" (>= 1).
+        Upper bound on K_t under "greedy" and "auto" (>= 1).
     delivery : {"ordered", "unordered"}
     blocking : {"after", "before"}
         Where a worker blocks when the buffer is full.
