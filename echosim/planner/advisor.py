@@ -612,7 +612,11 @@ def _recommend(cands, reachable, priced: bool):
     near = [c for c in reachable if key(c) <= 1.03 * best]
     rec = min(near, key=lambda c: (c["steps_to_target"], key(c)))
     B, W, R = rec["batch_size"], rec["workers"], rec["R"]
+    fastest = min(reachable, key=key)
     what = "cheapest" if priced else "fastest"
+    if fastest is not rec and key(fastest) < key(rec):
+        what = (f"within 3% of the {what} ({Plan._name(fastest)}, "
+                f"{format_duration(key(fastest)) if not priced else f'{key(fastest):.3g}'}) with fewer steps")
     wall, band = _band(rec).split(" (")
     band = band.rstrip(")") + " " + wall.split(" ")[1]
     base = next(c for c in cands if c["policy"] == "sync" and c["batch_size"] == B and c["workers"] == W)
