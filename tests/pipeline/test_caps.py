@@ -142,3 +142,14 @@ def test_auto_options_default_to_the_controllers():
     p = Pipeline(2.0, policy="auto")
     assert (p.window, p.z) == (AUTO_DEFAULTS["window"], AUTO_DEFAULTS["z"])
     assert Pipeline(2.0, policy="greedy").window is None
+
+
+@pytest.mark.parametrize("answer", [np.array([9]), np.array([], dtype=np.int64), np.array([1.0]), np.full(40, 2)])
+def test_caps_decided_out_of_range_name_decide(answer):
+    p = Pipeline(Exponential(3.0), policy="auto", max_echo=8)
+    with pytest.raises(ValueError, match="^decide: expected 1..30 integer caps in 1..8"):
+        simulate_deciding(p, 30, 0, lambda n, tau, K, take: answer)
+    with pytest.raises(ValueError, match="decide"):
+        simulate_deciding(p, 30, 0, "greedy")
+    with pytest.raises(ValueError, match="pipeline.policy"):
+        simulate_deciding(Pipeline(3.0, policy="sync"), 30, 0, lambda *a: np.ones(1, dtype=np.int64))
