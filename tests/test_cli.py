@@ -262,7 +262,7 @@ BAD = [
      ["sweep.log_points", "log_every"]),
     (["sweep", "{tiny}", "--set", "sweep.log_every=1000"], ["sweep.log_every", "log nothing"]),
     (["sweep", "{tiny}", "--set", "problem.w_star_norm=1e300"], ["problem.w_star_norm", "overflow"]),
-    (["run", "--set", "problem.radius=1e300"], ["problem.radius", "overflow"]),
+    (["run", "--set", "problem.design=sphere", "--set", "problem.radius=1e300"], ["problem.radius", "overflow"]),
     (["sweep", "{tiny}", "--set", "pipeline.arrival={kind='trace', times=[1e308, 1e308]}"],
      ["pipeline.arrival", "overflow"]),
     (["sweep", "{tiny}", "--set", "pipeline.arrival={kind='gamma', mean=8, cv=1e300}"], ["pipeline.arrival"]),
@@ -388,7 +388,7 @@ _PHASES = {
     "runs in this process": ("echosim.experiments.executors.execute_group", ["--workers", "1"]),
     "the last run, one worker idle": ("echosim.experiments.executors.execute_group", ["--workers", "2", "--one-idle"]),
     "writing the store": ("echosim.experiments.store.Store.flush", ["--workers", "1"]),
-    "merging": ("echosim.experiments.store.merge", ["--workers", "1"]),
+    "merging": ("echosim.experiments.tables.merge", ["--workers", "1"]),
     "plotting": ("echosim.plots.views.plot_results", ["--workers", "1"]),
     "estimating (--dry-run)": ("echosim.experiments.sweep.estimate", ["--dry-run"]),
 }
