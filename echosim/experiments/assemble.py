@@ -134,11 +134,14 @@ def _failed(spec, exc, elapsed: float) -> dict:
 
 
 def group_key(spec) -> str:
-    """What runs of one group share: the resolved spec without the learning rate."""
+    """What runs of one group share: the resolved spec without the learning rate (with it
+    under "auto", where every learning rate has its own schedule: one run per group, so
+    that the runs spread over the workers)."""
     from echosim.experiments.specs import canonical_json
 
     resolved = dict(spec.resolved())
-    resolved["optimizer"] = {k: v for k, v in resolved["optimizer"].items() if k != "lr"}
+    if not is_coupled(spec):
+        resolved["optimizer"] = {k: v for k, v in resolved["optimizer"].items() if k != "lr"}
     return canonical_json(resolved)
 
 
@@ -166,8 +169,8 @@ def execute_group(specs) -> list[dict]:
     specs = list(specs)
     if len({group_key(s) for s in specs}) > 1:
         raise ValueError("execute_group: the specs differ in more than the learning rate")
-    if specs and is_coupled(specs[0]):  # each learning rate has its own schedule: one run at a time
-        return [_execute_coupled(s) for s in specs]
+    if specs and is_coupled(specs[0]):  # a group of one (see group_key)
+        return [_execute_coupled(specs[0])]
     t0 = time.perf_counter()
     try:
         optimizers = [build_optimizer(s.optimizer) for s in specs]

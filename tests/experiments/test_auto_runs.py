@@ -61,9 +61,10 @@ def test_auto_runs_go_through_the_coupled_driver_and_record_the_caps():
 
     conf = parse_config(_config(), source="<test>")
     specs = list(conf.runs)
-    (group,) = group_by_learning_rate(specs)
-    grouped = execute_group(group)
-    for spec, payload in zip(group, grouped):
+    groups = group_by_learning_rate(specs)  # every lr its own schedule: a group each, to spread over workers
+    assert [len(g) for g in groups] == [1] * len(specs) == [1, 1]
+    for (spec,) in groups:
+        (payload,) = execute_group([spec])
         alone = execute_run(spec)
         row = payload["summary"]
         assert row["status"] == "ok" and alone["summary"]["status"] == "ok"
