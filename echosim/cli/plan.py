@@ -166,7 +166,8 @@ def _add_plan_parser(sub) -> None:
                     "echo factor K (1024x4=20: 20 steps = 5 fresh batches); repeatable, several values are repeats")
     pn.add_argument("--workers", default="1", help="loader workers, or several to compare: 1,2,4 (default 1)")
     pn.add_argument("--prefetch", type=_positive_int, default=2, help="prefetch buffer capacity (default 2)")
-    pn.add_argument("--policies", default="sync,fixed,greedy", help="candidates (default sync,fixed,greedy)")
+    pn.add_argument("--policies", default=None, help="candidates (default sync,fixed,greedy,auto on --problem; "
+                    "sync,fixed,greedy from --steps-to-target)")
     pn.add_argument("--echo", help="K for fixed: 2,4,8 or a range 2-16 (default: powers of two bracketing R)")
     pn.add_argument("--max-echo", type=_positive_int, default=64, help="bound on K under greedy (default 64)")
     pn.add_argument("--target", type=float, default=0.002,

@@ -206,7 +206,7 @@ def run_candidates(cands, pconf, ctx, target, processes, results, progress=None)
         def sweep(cs, n_batches):
             pol = [c["policy"] for c in cs]
             p = dict(pipe)
-            if "greedy" in pol:
+            if "greedy" in pol or "auto" in pol:
                 p["max_echo"] = ctx["max_echo"]
             data = {"problem": pconf, "pipeline": p,
                     "optimizer": {"lr": lr, "batch_size": B},
@@ -257,9 +257,11 @@ def run_candidates(cands, pconf, ctx, target, processes, results, progress=None)
             conv_k = rows["conv_steps"].to_numpy(float)
             ok = np.isfinite(conv_t)
             kbar = float(np.median(rows["schedule.mean_echo"]))
-            if ok.any() and c["policy"] == "greedy":
+            if ok.any() and c["policy"] in ("greedy", "auto"):
                 kbar = float(np.median(conv_k[ok] / conv_b[ok]))
-            c.update(echo=kbar if c["policy"] == "greedy" else c["echo"], mean_echo=kbar, lr=float(lr_star),
+            if c["policy"] == "auto":  # the caps it chose, in the first seed's run at the tuned lr
+                c["caps"] = str(rows["auto.caps"].iloc[0]) if "auto.caps" in rows and len(rows) else ""
+            c.update(echo=kbar if c["policy"] in ("greedy", "auto") else c["echo"], mean_echo=kbar, lr=float(lr_star),
                      lr_edge=str(t["lr_edge"]), converged=f"{int(ok.sum())}/{len(rows)}",
                      batches_to_target=float(np.median(conv_b)) if math.isfinite(lr_star) else math.inf,
                      steps_to_target=float(np.median(conv_k)) if math.isfinite(lr_star) else math.inf,
@@ -275,6 +277,12 @@ def run_candidates(cands, pconf, ctx, target, processes, results, progress=None)
             if t["lr_edge"]:
                 notes.append(f"{name}: the tuned learning rate is the {t['lr_edge']}est of the grid "
                              f"({lr['start']:.3g}...{lr['stop']:.3g}); its time to target may be pessimistic")
+    if any(c["policy"] == "auto" for c in cands):
+        notes.append("auto: simulated with the controller echoing(policy='auto') runs in a real loop "
+                     "(echosim.pipeline.auto.AutoEcho), each run's caps decided from its own simulated first-step "
+                     "losses and loader times (caps over fresh batches, first seed: "
+                     + "; ".join(f"B = {c['batch_size']}: {c.get('caps') or '-'}" for c in cands
+                                 if c["policy"] == "auto") + ")")
     name = pconf.get("name", pconf["kind"])
     source = (f"form (a): every candidate simulated on the {name} problem (echosim), learning rate tuned per "
               f"candidate by wall-clock to target over {lr['start']:.3g}...{lr['stop']:.3g} "

@@ -195,8 +195,8 @@ def test_a_sync_loader_that_always_ran_ahead_keeps_up():
 
 def test_form_a_simulates_every_candidate():
     p = plan("gamma(mean=40ms, cv=0.3)", "10ms", batch_size=1024, problem="logistic", echoes=[4], seeds=2,
-             policies="sync,fixed,greedy", target=0.01, processes=1)
-    assert [c["policy"] for c in p.candidates] == ["sync", "fixed", "greedy"]
+             target=0.01, processes=1)
+    assert [c["policy"] for c in p.candidates] == ["sync", "fixed", "greedy", "auto"]
     assert "stays there" in p.source
     for c in p.candidates:
         assert math.isfinite(c["wall_clock_to_target"]) and c["steps_to_target"] >= c["batches_to_target"]
@@ -205,6 +205,10 @@ def test_form_a_simulates_every_candidate():
     assert sync["steps_to_target"] == sync["batches_to_target"]
     assert sync["utilization"] == pytest.approx(0.25, rel=0.2)  # t_step / t_load
     assert fixed["steps_to_target"] == 4 * fixed["batches_to_target"]
+    auto = by(p, "auto")  # simulated with the real loop's controller, its caps decided from the losses
+    assert auto["caps"].startswith("0:64") and 1 <= auto["mean_echo"] <= 64
+    assert any("auto: simulated with the controller echoing(policy='auto') runs" in n for n in p.notes)
+    assert "auto (mean K" in p.table()
     # the recommendation is the fastest, up to the 3% preference for fewer steps
     assert p.recommended["wall_clock_to_target"] <= 1.03 * min(c["wall_clock_to_target"] for c in p.candidates)
 
@@ -226,6 +230,7 @@ def test_unreachable_target_is_bad_input(monkeypatch):
     ({"steps_to_target": {**STEPS, (64, 0): 100}}, "^steps_to_target.*echo factor K"),
     ({"problem": "logistic", "batch_size": 0}, "^batch_size"),
     ({"problem": "logistic", "policies": "sync,lazy"}, "^policies"),
+    ({"steps_to_target": STEPS, "policies": "sync,auto"}, "^policies: 'auto'.*form \\(a\\)"),
     ({"problem": "logistic", "target": 0}, "^target"),
     ({"problem": "logistic", "accelerator_price": -1}, "^accelerator_price"),
     ({"problem": "logistic", "echoes": [0]}, "^echo"),
