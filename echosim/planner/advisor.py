@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import math
 import numbers
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -349,10 +350,31 @@ def _timing(loader, step_time, records, Bs, Ws) -> _Timing:
 # --------------------------------------------------------------------------- plan
 
 
+def _method_arg(method, options, form_a: bool) -> dict:
+    """The optimizer of form (a) as config keys; ValueError naming `method` or `method_options`."""
+    from echosim.training.methods import get_method
+
+    row = get_method(method)
+    if options is not None and not isinstance(options, Mapping):
+        raise ValueError(f"method_options: expected a mapping of the method's hyper-parameters, got {options!r}")
+    options = dict(options or {})
+    if not form_a and (row.name != "echoed_gd" or options):
+        raise ValueError("method: the optimizer is simulated in form (a) only (problem=...); with steps_to_target "
+                         "the steps you measured already come from your own optimizer")
+    if row.one_step:
+        raise ValueError(f"method: {row.name} takes one step per fresh batch, so there is nothing to echo; "
+                         "plan an echoed method (echoed_gd, echoed_heavy_ball, echoed_adam, ...)")
+    unknown = sorted(set(options) - set(row.fields))
+    if unknown:
+        raise ValueError(f"method_options: {row.name} has {', '.join(row.fields) or 'no hyper-parameters'}, "
+                         f"got {', '.join(map(repr, unknown))}")
+    return {"method": row.name, **options}
+
+
 def plan(loader=None, step_time=None, *, batch_size, problem=None, steps_to_target=None, records=None,
          workers=1, prefetch: int = 2, policies=None, echoes=None, max_echo: int = 64, target: float = 0.002,
          seeds: int = 5, accelerator_price=None, worker_price=None, seed: int = 0, processes: int = 2,
-         results=None, progress=None) -> Plan:
+         results=None, progress=None, method: str = "echoed_gd", method_options=None) -> Plan:
     """Should I echo, with which K, and what will it save me?
 
     Parameters
@@ -405,6 +427,11 @@ def plan(loader=None, step_time=None, *, batch_size, problem=None, steps_to_targ
         ``echosim-results/store``): runs it holds, from any sweep or plan, are reused.
     progress : bool, optional
         Form (a): a progress bar (a line when not on a terminal); default: on a terminal.
+    method, method_options : str, dict, optional
+        Form (a): the optimizer simulated, a row of `echosim.training.methods.METHODS`
+        (e.g. ``"echoed_heavy_ball"`` with ``{"momentum": 0.9}``, ``"echoed_adam"`` with
+        ``{"beta2": 0.99}``), its hyper-parameters under their config keys (defaults:
+        the method's). Form (b) takes the steps measured with your own optimizer.
     """
     # ---- validate everything first: nothing runs, nothing is written on bad input
     Bs = _int_list(batch_size, "batch_size")
@@ -438,6 +465,7 @@ def plan(loader=None, step_time=None, *, batch_size, problem=None, steps_to_targ
     if "auto" in policies and problem is None:
         raise ValueError("policies: 'auto' decides its caps from the losses, so it is planned on a simulated problem "
                          "(problem=..., form (a)), not from steps_to_target")
+    optimizer = _method_arg(method, method_options, form_a=problem is not None)
     timing = _timing(loader, step_time, records, Bs, Ws)
     response = pconf = None
     if steps_to_target is not None:
@@ -448,7 +476,7 @@ def plan(loader=None, step_time=None, *, batch_size, problem=None, steps_to_targ
         from echosim.planner.simulated import problem_config, validate_problem
 
         pconf = problem_config(problem)
-        validate_problem(pconf)
+        validate_problem(pconf, optimizer)
 
     # ---- candidates
     cands = []
@@ -471,7 +499,7 @@ def plan(loader=None, step_time=None, *, batch_size, problem=None, steps_to_targ
         c["loader_time"], c["step_time_dist"], note = timing.for_candidate(c["policy"], c["echo"], c["batch_size"])
         if note and note not in notes:
             notes.append(note)
-    ctx = {"prefetch": prefetch, "max_echo": max_echo, "seeds": seeds, "seed": int(seed)}
+    ctx = {"prefetch": prefetch, "max_echo": max_echo, "seeds": seeds, "seed": int(seed), "optimizer": optimizer}
     if response is not None:
         _evaluate_model(cands, response, ctx)
         source = (f"form (b): fresh batches from the model {response.describe()}; wall-clock from {seeds} simulated "

@@ -213,6 +213,29 @@ def test_form_a_simulates_every_candidate():
     assert p.recommended["wall_clock_to_target"] <= 1.03 * min(c["wall_clock_to_target"] for c in p.candidates)
 
 
+def test_form_a_simulates_the_method_asked_for(monkeypatch):
+    """heavy ball and Adam reach form (a)'s sweeps with their hyper-parameters (Adam on its
+    own lr grid, not one scaled by 1/beta)."""
+    import echosim.planner.simulated as sim
+
+    seen = []
+    real = sim.run_config
+
+    def spy(data, *a, **k):
+        seen.append(data["optimizer"])
+        return real(data, *a, **k)
+
+    monkeypatch.setattr(sim, "run_config", spy)
+    p = plan("40ms", "10ms", batch_size=256, problem="least_squares", policies="sync,greedy", seeds=1,
+             target=0.05, processes=1, method="echoed_heavy_ball", method_options={"momentum": 0.5})
+    assert seen and all(o["method"] == "echoed_heavy_ball" and o["momentum"] == 0.5 for o in seen)
+    assert "with echoed_heavy_ball, momentum 0.5" in p.source
+    seen.clear()
+    plan("40ms", "10ms", batch_size=256, problem="least_squares", policies="sync", seeds=1, target=0.05,
+         processes=1, method="echoed_adam")
+    assert all(o["method"] == "echoed_adam" and o["lr"] == sim.ADAM_LRS for o in seen)
+
+
 def test_unreachable_target_is_bad_input(monkeypatch):
     import echosim.planner.simulated as sim
 
@@ -240,6 +263,13 @@ def test_unreachable_target_is_bad_input(monkeypatch):
     ({"problem": "logistic", "step_time": {64: "-5ms"}}, "^step_time"),
     ({"problem": "logistic", "step_time": {64: "40ms", 512: "5ms"}, "batch_size": 4096}, "^batch_size: the fitted step_time"),
     ({"problem": "logistic", "step_time": "10"}, "^step_time: '10' has no unit"),
+    ({"problem": "logistic", "method": "adagrad"}, "^method must be one of"),
+    ({"problem": "logistic", "method": "minibatch_sgd"}, "^method: minibatch_sgd takes one step"),
+    ({"steps_to_target": STEPS, "method": "echoed_adam"}, "^method: the optimizer is simulated in form \\(a\\)"),
+    ({"problem": "logistic", "method": "echoed_heavy_ball", "method_options": {"beta2": 0.9}},
+     "^method_options: echoed_heavy_ball has momentum, got 'beta2'"),
+    ({"problem": "logistic", "method": "echoed_heavy_ball", "method_options": {"momentum": 1.5}},
+     "optimizer.momentum"),
 ])
 def test_bad_input_names_the_argument(kw, match):
     kw = {"batch_size": 256, "step_time": "10ms", **kw}
