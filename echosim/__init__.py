@@ -12,6 +12,7 @@ from echosim._version import __version__
 _EXPORTS = {
     "run": "echosim.training.runner",
     "run_many": "echosim.training.runner",
+    "run_coupled": "echosim.training.runner",
     "start": "echosim.training.runner",
     "start_many": "echosim.training.runner",
     "Trajectory": "echosim.training.runner",

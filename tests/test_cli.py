@@ -134,6 +134,13 @@ def test_run_prints_one_summary(capsys):
     assert json.loads(capsys.readouterr().out)["status"] == "ok"
 
 
+def test_run_with_policy_auto_says_which_caps_it_chose(capsys):
+    rc = main(["run", "--policy", "auto", "--n-batches", "120", "--batch-size", "16", "--lr", "0.5"])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert "K=auto" in out and "auto caps:   0:64" in out and "decisions:" in out
+
+
 def test_run_compiles_what_it_uses_on_every_core_before_it_runs(monkeypatch, capsys):
     from echosim.experiments import assemble, executors
 
@@ -255,7 +262,7 @@ BAD = [
      ["sweep.log_points", "log_every"]),
     (["sweep", "{tiny}", "--set", "sweep.log_every=1000"], ["sweep.log_every", "log nothing"]),
     (["sweep", "{tiny}", "--set", "problem.w_star_norm=1e300"], ["problem.w_star_norm", "overflow"]),
-    (["run", "--set", "problem.radius=1e300"], ["problem.radius", "overflow"]),
+    (["run", "--set", "problem.design=sphere", "--set", "problem.radius=1e300"], ["problem.radius", "overflow"]),
     (["sweep", "{tiny}", "--set", "pipeline.arrival={kind='trace', times=[1e308, 1e308]}"],
      ["pipeline.arrival", "overflow"]),
     (["sweep", "{tiny}", "--set", "pipeline.arrival={kind='gamma', mean=8, cv=1e300}"], ["pipeline.arrival"]),
@@ -265,6 +272,11 @@ BAD = [
     (["sweep", "{tiny}", "--out", ""], ["--out", "empty"]),
     (["sweep", "{tiny}", "--store", "{file}/sub"], ["{file}/sub"]),
     (["sweep", "{tiny}", "--scheduler", "not-an-address"], ["--scheduler", "tcp://host:8786"]),
+    (["run", "--policy", "auto", "--set", "pipeline.window=1"], ["pipeline.window", ">= 2"]),
+    (["run", "--policy", "auto", "--set", "pipeline.z=20"], ["pipeline.z", "<= 10"]),
+    (["run", "--policy", "greedy", "--set", "pipeline.z=2"], ["pipeline.z", "'auto'"]),
+    (["run", "--policy", "auto", "--set", "sweep.time_budget=100"], ["sweep.time_budget", "sweep.n_batches"]),
+    (["run", "--policy", "sometimes"], ["--policy", "invalid choice"]),
     (["bounds", "list", "extra"], ["list", "no arguments"]),
     (["figures", "--only", ","], ["--only"]),
     (["plot", "{file}", "--format", ""], ["--format"]),
@@ -376,7 +388,7 @@ _PHASES = {
     "runs in this process": ("echosim.experiments.executors.execute_group", ["--workers", "1"]),
     "the last run, one worker idle": ("echosim.experiments.executors.execute_group", ["--workers", "2", "--one-idle"]),
     "writing the store": ("echosim.experiments.store.Store.flush", ["--workers", "1"]),
-    "merging": ("echosim.experiments.store.merge", ["--workers", "1"]),
+    "merging": ("echosim.experiments.tables.merge", ["--workers", "1"]),
     "plotting": ("echosim.plots.views.plot_results", ["--workers", "1"]),
     "estimating (--dry-run)": ("echosim.experiments.sweep.estimate", ["--dry-run"]),
 }

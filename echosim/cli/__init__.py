@@ -22,6 +22,7 @@ from echosim.cli.args import (
     _positive_int,
 )
 from echosim.cli.bounds import _cmd_bounds, _cmd_info
+from echosim.pipeline.model import POLICIES
 from echosim.training.methods import METHODS
 from echosim.cli.plan import _add_plan_parser
 from echosim.cli.runs import _FIGURES_EXAMPLES, _cmd_figures, _cmd_plot, _cmd_run, _cmd_sweep
@@ -58,6 +59,7 @@ examples:
   python -m echosim run                           # one run of the default problem/pipeline
   python -m echosim run --batch-size 64 --echo 4 --lr 0.5 --n-batches 500
   python -m echosim run --method echoed_adam --lr 0.05 --echo 4     # torch's Adam, echoed
+  python -m echosim run --policy auto --lr 0.5    # echo cap tuned from the losses, simulated
   python -m echosim run my.toml --set optimizer.lr=0.3 --set optimizer.echo=2"""
 
 _PLOT_EXAMPLES = """\
@@ -114,6 +116,8 @@ def build_parser() -> argparse.ArgumentParser:
     rn.add_argument("--method", choices=tuple(METHODS), help="the optimizer (optimizer.method), e.g. echoed_adam")
     rn.add_argument("--batch-size", type=_positive_int, help="B (optimizer.batch_size)")
     rn.add_argument("--echo", type=_number, help="K (optimizer.echo)")
+    rn.add_argument("--policy", choices=tuple(POLICIES), help="the pipeline's echo policy (pipeline.policy), e.g. "
+                    "auto: greedy under a cap tuned from the losses")
     rn.add_argument("--n-batches", type=_positive_int, help="T (sweep.n_batches)")
     rn.add_argument("--lr", type=_nonneg_float, help="learning rate (optimizer.lr)")
     rn.add_argument("--seed", type=_nonneg_int, help="base seed (sweep.seed)")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from echosim.cli.args import _Formatter, _nonneg_float, _nonneg_int, _positive_int
+from echosim.training.methods import METHODS
 
 _B_KEY = re.compile(r"^\s*(\d+)\s*(?:[xX]\s*(\d+))?\s*$")
 
@@ -71,6 +72,29 @@ def _timing_arg(items, name: str):
     return _pairs(items, name, str)
 
 
+def _method_options(items) -> dict | None:
+    """--method-option KEY=VALUE (repeatable) as a dict: numbers, true/false, else text."""
+    if not items:
+        return None
+    out = {}
+    for item in items:
+        key, sep, text = item.partition("=")
+        if not sep or not key.strip() or not text.strip():
+            raise ValueError(f"--method-option: expected KEY=VALUE (e.g. momentum=0.9), got {item!r}")
+        text = text.strip()
+        value: object = {"true": True, "false": False}.get(text.lower(), text)
+        if isinstance(value, str):
+            try:
+                value = int(text)
+            except ValueError:
+                try:
+                    value = float(text)
+                except ValueError:
+                    pass
+        out[key.strip()] = value
+    return out
+
+
 def _cmd_plan(args) -> int:
     from echosim.planner import plan
 
@@ -119,7 +143,8 @@ def _cmd_plan(args) -> int:
         echoes=None if args.echo is None else _int_items(args.echo, "echo"), max_echo=args.max_echo,
         target=args.target, seeds=args.seeds, accelerator_price=args.accelerator_price,
         worker_price=args.worker_price, seed=args.seed, processes=args.processes, results=args.store,
-        progress=False if args.quiet else None)
+        progress=False if args.quiet else None, method=args.method or "echoed_gd",
+        method_options=_method_options(args.method_option))
     print(result.to_json() if args.json else result.table())
     if args.plot:
         result.plot(args.plot)
@@ -161,12 +186,17 @@ def _add_plan_parser(sub) -> None:
                     "times per policy come from them, with your host's contention (repeatable)")
     pn.add_argument("--batch-size", required=True, help="B, or several: 256,1024")
     pn.add_argument("--problem", help="form (a): logistic (default), least_squares or dataset:NAME, simulated")
+    pn.add_argument("--method", choices=[m for m, row in METHODS.items() if not row.one_step],
+                    help="form (a): the optimizer simulated (default echoed_gd), e.g. echoed_heavy_ball, echoed_adam")
+    pn.add_argument("--method-option", action="append", metavar="KEY=VALUE",
+                    help="form (a): a hyper-parameter of --method, e.g. momentum=0.9 (repeatable)")
     pn.add_argument("--steps-to-target", action="append", metavar="B=STEPS|BxK=STEPS",
                     help="form (b): steps to target without echoing at batch size B (two or more B), or with "
                     "echo factor K (1024x4=20: 20 steps = 5 fresh batches); repeatable, several values are repeats")
     pn.add_argument("--workers", default="1", help="loader workers, or several to compare: 1,2,4 (default 1)")
     pn.add_argument("--prefetch", type=_positive_int, default=2, help="prefetch buffer capacity (default 2)")
-    pn.add_argument("--policies", default="sync,fixed,greedy", help="candidates (default sync,fixed,greedy)")
+    pn.add_argument("--policies", default=None, help="candidates (default sync,fixed,greedy,auto on --problem; "
+                    "sync,fixed,greedy from --steps-to-target)")
     pn.add_argument("--echo", help="K for fixed: 2,4,8 or a range 2-16 (default: powers of two bracketing R)")
     pn.add_argument("--max-echo", type=_positive_int, default=64, help="bound on K under greedy (default 64)")
     pn.add_argument("--target", type=float, default=0.002,

@@ -104,7 +104,7 @@ def _single_run_config(args):
     values = {}  # the shorthand flags' numbers, passed as numbers (not text to parse again)
     for flag, key in (("method", "optimizer.method"), ("batch_size", "optimizer.batch_size"),
                       ("echo", "optimizer.echo"), ("n_batches", "sweep.n_batches"), ("lr", "optimizer.lr"),
-                      ("seed", "sweep.seed")):
+                      ("seed", "sweep.seed"), ("policy", "pipeline.policy")):
         value = getattr(args, flag)
         if value is not None:
             values[key] = (value, f"--{flag.replace('_', '-')} ({key})")
@@ -115,9 +115,13 @@ def _single_run_config(args):
     text = resources.files("echosim").joinpath(cfg.DEFAULT_TOML).read_text(encoding="utf-8")
     data = tomllib.loads(text)
     data.pop("joint", None)
+    from echosim.pipeline.model import ECHO_POLICIES
+
     for key, value in _RUN_DEFAULTS.items():
         section, name = key.split(".")
         data[section][name] = value
+    if args.policy is not None and args.policy not in ECHO_POLICIES:
+        data["optimizer"].pop("echo")  # sync takes none, greedy and auto choose K_t themselves
     return cfg.parse_config(data, source="<default run>", overrides=overrides, values=values, text=text)
 
 
@@ -166,7 +170,8 @@ def _run_summary(spec, row: dict, settings: dict) -> list[str]:
 
     settings = analysis_settings(settings)
     opt = spec.optimizer
-    what = (f"{opt['method']} (lr={opt['lr']:g}, B={opt['batch_size']}, K={spec.echo if spec.echo is not None else 'greedy'}) "
+    K = spec.echo if spec.echo is not None else spec.pipeline["policy"]  # greedy, auto: K_t chosen as it goes
+    what = (f"{opt['method']} (lr={opt['lr']:g}, B={opt['batch_size']}, K={K}) "
             f"on {spec.problem['kind']}" + (f" {spec.problem.get('name', '')}".rstrip()))
     lines = [f"run {row['run_id']}: {what}, status {row['status']}"]
     if row["status"] == "failed":
@@ -191,6 +196,10 @@ def _run_summary(spec, row: dict, settings: dict) -> list[str]:
     last = " at the last point before it diverged" if row["status"] == "diverged" else ""
     lines.append(f"  final risk:  {row['final_risk'] + F:.6g} (excess {row['final_risk']:.4g} over F* = {F:.6g}){last}")
     lines.append(f"  steps:       {row['n_steps']} on {row['n_batches']} fresh batches (mean K {row['mean_echo']:.3g})")
+    if "auto.caps" in row:
+        more = row["auto.cap_changes"] - row["auto.caps"].count(" ")
+        lines.append(f"  auto caps:   {row['auto.caps']}{' ...' if more > 0 else ''} (fresh batch:cap; "
+                     f"decisions: {row['auto.decisions'] or 'none'})")
     t_end = row.get("final_time")
     if isinstance(t_end, float) and math.isfinite(t_end):
         step = (spec.pipeline or {}).get("step_time_mean", 1.0)

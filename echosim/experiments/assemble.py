@@ -15,7 +15,7 @@ import numpy as np
 from echosim.experiments import store
 from echosim.experiments.specs import build_optimizer, build_pipeline, build_problem
 
-__all__ = ["execute_run", "execute_group", "group_by_learning_rate", "schedule_of"]
+__all__ = ["execute_run", "execute_group", "group_by_learning_rate", "schedule_of", "is_coupled"]
 
 
 # --------------------------------------------------------------------------- one run
@@ -30,6 +30,9 @@ def schedule_of(spec):
 
     if spec.pipeline is None:
         return echo_schedule(spec.echo, spec.run["n_batches"]), {}
+    if is_coupled(spec):
+        raise ValueError(f"pipeline.policy {spec.pipeline['policy']!r}: the schedule depends on the run's losses; "
+                         "it is simulated with the run (execute_run)")
     pipeline = build_pipeline(spec.pipeline, spec.echo)
     B = spec.optimizer["batch_size"] if pipeline.policy == "example" else None
     if "time_budget" in spec.run:
@@ -131,11 +134,14 @@ def _failed(spec, exc, elapsed: float) -> dict:
 
 
 def group_key(spec) -> str:
-    """What runs of one group share: the resolved spec without the learning rate."""
+    """What runs of one group share: the resolved spec without the learning rate (with it
+    under "auto", where every learning rate has its own schedule: one run per group, so
+    that the runs spread over the workers)."""
     from echosim.experiments.specs import canonical_json
 
     resolved = dict(spec.resolved())
-    resolved["optimizer"] = {k: v for k, v in resolved["optimizer"].items() if k != "lr"}
+    if not is_coupled(spec):
+        resolved["optimizer"] = {k: v for k, v in resolved["optimizer"].items() if k != "lr"}
     return canonical_json(resolved)
 
 
@@ -163,6 +169,8 @@ def execute_group(specs) -> list[dict]:
     specs = list(specs)
     if len({group_key(s) for s in specs}) > 1:
         raise ValueError("execute_group: the specs differ in more than the learning rate")
+    if specs and is_coupled(specs[0]):  # a group of one (see group_key)
+        return [_execute_coupled(specs[0])]
     t0 = time.perf_counter()
     try:
         optimizers = [build_optimizer(s.optimizer) for s in specs]
@@ -173,18 +181,50 @@ def execute_group(specs) -> list[dict]:
             return [_failed(specs[0], exc, time.perf_counter() - t0)]
         return [payload for s in specs for payload in execute_group([s])]  # each run records its own error
     elapsed = (time.perf_counter() - t0) / len(specs)
-    payloads = []
-    for spec, traj in zip(specs, trajs):
-        try:
-            info_i, curves = _result(spec, problem, schedule, dict(info), traj, kwargs["batch_size"])
-        except Exception as exc:  # noqa: BLE001
-            payloads.append(_failed(spec, exc, elapsed))
-            continue
-        row = spec.params()
-        row.update(info_i)
-        row["elapsed_s"] = elapsed
-        row.update(store.provenance())
-        payloads.append({"summary": row, "curves": curves})
-    return payloads
+    return [_payload(spec, problem, schedule, dict(info), traj, kwargs["batch_size"], elapsed)
+            for spec, traj in zip(specs, trajs)]
+
+
+def _payload(spec, problem, schedule, info, traj, B, elapsed) -> dict:
+    """The payload of one finished run (a "failed" one if its results cannot be read)."""
+    try:
+        info, curves = _result(spec, problem, schedule, info, traj, B)
+    except Exception as exc:  # noqa: BLE001
+        return _failed(spec, exc, elapsed)
+    row = spec.params()
+    row.update(info)
+    row["elapsed_s"] = elapsed
+    row.update(store.provenance())
+    return {"summary": row, "curves": curves}
+
+
+def is_coupled(spec) -> bool:
+    """Is the run's pipeline policy simulated together with the run ("auto")?"""
+    from echosim.pipeline.model import POLICIES
+
+    return spec.pipeline is not None and POLICIES[spec.pipeline["policy"]].coupled
+
+
+def _execute_coupled(spec) -> dict:
+    """One run under policy "auto": the pipeline and the optimizer advanced together
+    (`echosim.training.runner.run_coupled`); its summary adds the caps' (``auto.*``)."""
+    from echosim.training.runner import run_coupled
+
+    t0 = time.perf_counter()
+    try:
+        problem = build_problem(spec.problem).memoize_batches()
+        pipeline = build_pipeline(spec.pipeline, spec.echo)
+        B, T = spec.optimizer["batch_size"], spec.run["n_batches"]
+        log_unit = spec.run.get("log_unit", "batch")
+        # log points in fresh batches, or in steps up to the most the run can take
+        logs = _log_at(spec.run, T if log_unit == "batch" else T * pipeline.max_echo)
+        c = run_coupled(problem, build_optimizer(spec.optimizer), pipeline, batch_size=B, n_batches=T,
+                        seed=spec.seed, pipeline_seed=spec.pipeline_seed, dtype=spec.run.get("dtype", "float64"),
+                        log=logs, log_unit=log_unit, quiet=True)
+        info = {f"schedule.{k}": v for k, v in c.schedule.summary().items()}
+        info.update({f"auto.{k}": v for k, v in c.summary().items()})
+    except Exception as exc:  # noqa: BLE001 - a failed run is data, not a crash
+        return _failed(spec, exc, time.perf_counter() - t0)
+    return _payload(spec, problem, c.schedule, info, c.trajectory, B, time.perf_counter() - t0)
 
 

@@ -35,7 +35,7 @@ from pathlib import Path
 
 
 from echosim.experiments.analysis import analysis_settings
-from echosim.pipeline.model import ECHO_POLICIES, check_echo
+from echosim.pipeline.model import CAPPED_POLICIES, ECHO_POLICIES, POLICIES, check_echo
 from echosim.training.methods import METHODS
 from echosim.experiments.grid import _AxisRef, _field_for, _Grid, _joint
 from echosim.experiments.limits import MAX_CONFIG_BYTES, check_run_count, check_run_size, check_useful, check_window
@@ -429,10 +429,10 @@ def _resolve(point, labels, usage, caches) -> dict:
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
         echo = int(K) if K == math.floor(K) else K
-    elif row.one_step and policy in ("greedy", "example"):
+    elif row.one_step and policy in (*CAPPED_POLICIES, "example"):
         raise ConfigError(f"{lab('optimizer.method')}: {method} takes one step per fresh batch, but "
                           f"{lab('pipeline.policy')} = {policy!r} does not; use policy 'sync' or 'fixed'")
-    elif policy != "greedy":
+    elif policy not in CAPPED_POLICIES:
         echo = 1
     try:
         with _numerics():
@@ -456,6 +456,12 @@ def _resolve(point, labels, usage, caches) -> dict:
         value, _ = _get(point, usage, "sweep", key, fld.default)
         if value is not None:
             run[key] = value
+    if policy is not None and POLICIES[policy].coupled:
+        for key in ("time_budget", "max_steps"):
+            if key in run:
+                raise ConfigError(f"{lab('sweep.' + key)}: pipeline.policy {policy!r} is simulated with the run "
+                                  "(its caps depend on the losses) for sweep.n_batches fresh batches; give "
+                                  f"sweep.n_batches instead of sweep.{key}")
     if "time_budget" in run and pipeline is None:
         raise ConfigError(f"{lab('sweep.time_budget')}: a time budget needs a [pipeline] section "
                           "(simulated wall-clock); use sweep.n_batches without one")

@@ -263,6 +263,7 @@ def _kernel_parts(config: SweepConfig | None, runs=None) -> tuple[tuple, list]:
     each method and loss (`echosim.training.runner.kernel_key`: sweeps run every group
     through `run_many`), "draws" (synthetic batches), "pipeline"; for `config` None the
     default sweep's."""
+    from echosim.experiments.assemble import is_coupled
     from echosim.experiments.specs import loss_of
     from echosim.training.runner import kernel_key
 
@@ -272,7 +273,10 @@ def _kernel_parts(config: SweepConfig | None, runs=None) -> tuple[tuple, list]:
         config = default_config()
     runs = list(config.runs if runs is None else runs)
     dtypes = tuple(sorted({r.run.get("dtype", "float64") for r in runs})) or ("float64",)
-    parts = list(dict.fromkeys(kernel_key(r.optimizer["method"], loss_of(r.problem), many=True) for r in runs))
+    # a run under a coupled policy ("auto") goes through `run_coupled`: one optimizer, first-step losses
+    parts = list(dict.fromkeys(kernel_key(r.optimizer["method"], loss_of(r.problem), many=not coupled,
+                                          first_loss=coupled)
+                               for r in runs for coupled in [is_coupled(r)]))
     parts += ["draws"] * any(r.problem["kind"] != "dataset" for r in runs)
     parts += ["pipeline"] * any(r.pipeline is not None for r in runs)
     return dtypes, parts

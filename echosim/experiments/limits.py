@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 
 from echosim.experiments.schema import MAX_GRID_VALUES, ConfigError
+from echosim.pipeline.model import CAPPED_POLICIES
 from echosim.pipeline.sizes import format_bytes, memory_limit
 
 __all__ = ["MAX_RUNS", "MAX_GRID_VALUES", "MAX_RUN_WORK", "MAX_CONFIG_BYTES", "MAX_WORKERS", "check_run_count",
@@ -104,7 +105,7 @@ def check_run_size(base: dict, lab) -> None:
     if pipeline is None:
         K, k_key, per_batch, workers = float(base["echo"] or 1), "optimizer.echo", 8.0, 0
     else:
-        if pipeline.policy == "greedy":
+        if pipeline.policy in CAPPED_POLICIES:
             K, k_key = _estimate_echo(pipeline), "pipeline.max_echo"
         else:
             K, k_key = float(pipeline.echo or 1), "optimizer.echo"
@@ -175,7 +176,7 @@ def _units(base: dict, pipeline) -> tuple[float, str, float]:
         return T, "fresh batches", T
     if pipeline is None or pipeline.policy in ("fixed", "example"):
         K = float(math.ceil(base["echo"] or 1))
-    elif pipeline.policy == "greedy":
+    elif pipeline.policy in CAPPED_POLICIES:
         K = float(pipeline.max_echo)
     else:
         K = 1.0
@@ -213,7 +214,7 @@ def check_useful(base: dict, lab, notes: dict) -> float:
         if "n_batches" in run and pipeline.prefetch > T:
             notes.setdefault("pipeline.prefetch", f"{lab('pipeline.prefetch')}: a buffer of {pipeline.prefetch:,} "
                              f"batches for runs of {T:.0f} fresh batches never fills (it acts as unbounded)")
-        if pipeline.policy == "greedy" and pipeline.max_echo > NO_CAP:
+        if pipeline.policy in CAPPED_POLICIES and pipeline.max_echo > NO_CAP:
             notes.setdefault("pipeline.max_echo", f"{lab('pipeline.max_echo')}: {pipeline.max_echo:,} acts as no "
                              f"cap at all (greedy's K_t follows the loader's waits; the default cap is 64)")
     every = run.get("log_every", "auto")

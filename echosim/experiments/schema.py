@@ -11,7 +11,8 @@ from typing import Any
 import numpy as np
 
 from echosim.experiments.analysis import DEFAULT_HOLD, DEFAULT_RULE, DEFAULT_WINDOW, RULES
-from echosim.pipeline.model import POLICIES
+from echosim.pipeline.auto import AUTO_DEFAULTS, AUTO_OPTIONS
+from echosim.pipeline.model import CAPPED_POLICIES, POLICIES
 from echosim.training.losses import LOSSES
 from echosim.training.methods import HYPER_FIELDS, METHODS
 from echosim.training.problems import PROBLEMS
@@ -237,7 +238,11 @@ FIELDS: dict[str, dict[str, Field]] = {
         "prefetch": Field("int", 2, lo=1, doc="prefetch buffer capacity C"),
         "step_time": Field("service", 1.0, doc="time of one optimizer step (t_down)"),
         "policy": Field("choice", "fixed", choices=tuple(POLICIES), doc="echo policy"),
-        "max_echo": Field("int", 64, lo=1, applies=("greedy",), doc="bound on K_t under greedy"),
+        "max_echo": Field("int", 64, lo=1, applies=CAPPED_POLICIES, doc="bound on K_t under greedy and auto"),
+        "window": Field("int", AUTO_DEFAULTS["window"], lo=AUTO_OPTIONS["window"][0], hi=AUTO_OPTIONS["window"][1],
+                        applies=("auto",), doc="auto: fresh batches per block of the cap's comparisons"),
+        "z": Field("float", AUTO_DEFAULTS["z"], lo=AUTO_OPTIONS["z"][0], hi=AUTO_OPTIONS["z"][1], applies=("auto",),
+                   doc="auto: standard errors a difference must pass to move the cap"),
         "shuffle_buffer": Field("int", lo=1, applies=("example",), doc="examples in the shuffle buffer"),
         "delivery": Field("choice", "ordered", choices=("ordered", "unordered")),
         "blocking": Field("choice", "after", choices=("after", "before")),

@@ -224,4 +224,7 @@ def build_pipeline(pipeline: dict, echo=None):
         kw["echo"] = echo
     if pipeline.get("shuffle_buffer") is not None:
         kw["shuffle_buffer"] = pipeline["shuffle_buffer"]
+    for key in ("window", "z"):  # policy "auto"
+        if key in pipeline:
+            kw[key] = pipeline[key]
     return Pipeline(as_service_time(pipeline["arrival"]), step_time=as_service_time(pipeline["step_time"]), **kw)

@@ -29,6 +29,7 @@ import numpy as np
 
 from echosim.experiments import store, tables
 from echosim.experiments.assemble import _log_at, execute_group, group_by_learning_rate, group_key
+from echosim.pipeline.model import CAPPED_POLICIES
 from echosim.pipeline.schedule import mean_batch_time
 from echosim.experiments import executors
 from echosim.experiments.executors import default_workers
@@ -349,7 +350,7 @@ def _cost_units(spec) -> float:
         T = spec.run["n_batches"]
     else:
         T = spec.run["time_budget"] / mean_batch_time(build_pipeline(spec.pipeline, spec.echo))
-    if spec.pipeline is not None and spec.pipeline["policy"] == "greedy":
+    if spec.pipeline is not None and spec.pipeline["policy"] in CAPPED_POLICIES:
         p = build_pipeline(spec.pipeline, spec.echo)
         K = min(p.max_echo, max(1.0, p.arrival.mean / p.workers / p.step_time.mean))
     else:

@@ -41,10 +41,12 @@ from __future__ import annotations
 import math
 import numbers
 
-__all__ = ["AutoEcho", "AUTO_OPTIONS"]
+__all__ = ["AutoEcho", "AUTO_OPTIONS", "AUTO_DEFAULTS"]
 
 AUTO_OPTIONS = {"window": (2, 10_000), "z": (0.0, 10.0)}
 """The options of policy "auto" and their allowed ranges (inclusive)."""
+AUTO_DEFAULTS = {"window": 8, "z": 1.0}
+"""Their defaults (`AutoEcho`'s)."""
 
 
 class _Block:
@@ -107,7 +109,7 @@ class AutoEcho:
         a block's slope must fall short of to count as a stall (default 1.0).
     """
 
-    def __init__(self, max_echo: int = 64, *, window: int = 8, z: float = 1.0):
+    def __init__(self, max_echo: int = 64, *, window: int = AUTO_DEFAULTS["window"], z: float = AUTO_DEFAULTS["z"]):
         if isinstance(max_echo, bool) or not isinstance(max_echo, numbers.Integral) or max_echo < 1:
             raise ValueError(f"max_echo: expected an integer >= 1, got {max_echo!r}")
         lo, hi = AUTO_OPTIONS["window"]
@@ -147,6 +149,12 @@ class AutoEcho:
         if self._block.batches >= self.window:
             self._close_block(t)
         return self._block.cap
+
+    def cap_holds(self) -> int:
+        """Fresh batches, from the one `cap` was last called for (included), that get
+        that cap whatever is observed meanwhile (the rest of the block; a non-finite loss
+        aside): a simulator may run the pipeline that far ahead before asking again."""
+        return max(1, self.window - self._block.batches)
 
     def observe(self, t: int, loss: float, tau: float) -> None:
         """The first step's loss on fresh batch `t`, taken at loop time `tau`."""

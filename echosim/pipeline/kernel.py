@@ -35,12 +35,14 @@ SYNC = POLICIES["sync"].code
 FIXED = POLICIES["fixed"].code
 GREEDY = POLICIES["greedy"].code
 EXAMPLE = POLICIES["example"].code
+AUTO = POLICIES["auto"].code  # greedy under per-batch caps decided as the run goes
 
 # status codes returned by run_des
 DONE = 0
 NEED_STEP_TIMES = 1
 NEED_OUTPUT = 2
 DEADLOCK = 3
+NEED_CAPS = 4  # the accelerator is about to take a batch whose cap is not known yet
 
 # int parameters pi[...]
 P_W = 0  # workers
@@ -55,7 +57,8 @@ P_S = 8  # shuffle buffer (example echoing)
 P_N_STEPS = 9  # total steps, when known in advance (example echoing)
 P_TOTAL_EX = 10  # total echoed examples (example echoing)
 P_CYCLIC = 11  # 1: step j uses step_time[j % len]; 0: step_time[j - offset]
-N_PI = 12
+P_N_CAPS = 12  # greedy/auto: -1, every cap is max_echo; else per_batch[t] caps batch t < P_N_CAPS
+N_PI = 13
 
 # float parameters pf[...]
 PF_SWITCH = 0  # switch overhead h
@@ -138,7 +141,9 @@ def run_des(
     load_time : float64[T]
         Loader time of production index i.
     per_batch : int64[T] (or [1], unused)
-        K_t for policy "fixed"; echoed copies of fresh batch t for "example".
+        K_t for policy "fixed"; echoed copies of fresh batch t for "example"; the cap
+        of batch t under "greedy"/"auto" when ``pi[P_N_CAPS] >= 0`` (the loop returns
+        NEED_CAPS before taking batch ``pi[P_N_CAPS]``, so the caller can decide more).
     step_time : float64[n]
         Step times: step j uses ``step_time[j % n]`` if ``pi[P_CYCLIC]``, else
         ``step_time[j - si[S_STEP_OFFSET]]``.
@@ -158,7 +163,7 @@ def run_des(
     Returns
     -------
     int
-        DONE, NEED_STEP_TIMES, NEED_OUTPUT or DEADLOCK.
+        DONE, NEED_STEP_TIMES, NEED_OUTPUT, NEED_CAPS or DEADLOCK.
     """
     W = pi[P_W]
     C = pi[P_C]
@@ -172,6 +177,10 @@ def run_des(
     n_steps_ex = pi[P_N_STEPS]
     total_ex = pi[P_TOTAL_EX]
     cyclic = pi[P_CYCLIC] == 1
+    n_caps = pi[P_N_CAPS]
+    capped = n_caps >= 0
+    if policy == AUTO:
+        policy = GREEDY
     h = pf[PF_SWITCH]
     cap = step_end.shape[0]
     n_st = step_time.shape[0]
@@ -250,7 +259,7 @@ def run_des(
                 if policy == FIXED:
                     cont = k_cur < per_batch[cur]
                 elif policy == GREEDY:
-                    if k_cur < max_echo and cur < T - 1:
+                    if k_cur < (per_batch[cur] if capped else max_echo) and cur < T - 1:
                         if ordered:
                             cont = entered[n_taken] == 0
                         else:
@@ -293,6 +302,9 @@ def run_des(
                 switch += h
                 sb = -1
                 phase = 0
+            elif deliverable and capped and n_taken >= n_caps:
+                status = NEED_CAPS  # nothing changed in this pass: re-entry resumes here
+                break
             elif deliverable:
                 if now > last:
                     blocked = _blocked_workers(before, W, n_serv, next_seq, T, n_held)

@@ -60,6 +60,11 @@ Policies (``policy``):
   to S before each example is drawn (fewer once the input is exhausted), so step j
   needs min(S + (j+1)B - 1, total) echoed examples pulled; the remainder of fewer
   than B examples at the very end is dropped.
+- ``"auto"``: greedy under a cap c_t on K_t per fresh batch (1 <= c_t <= ``max_echo``),
+  which `echosim.pipeline.auto.AutoEcho` decides from the first-step losses of the
+  batches before it (options ``window``, ``z``). The caps depend on the training
+  run, so the pipeline is simulated with it (`echosim.training.runner.run_coupled`),
+  or with given caps (``simulate(..., caps=)``, which also caps "greedy" per batch).
 
 Tie rule. At equal times, loader completions come first (among themselves by
 production index), then the accelerator decides. So a batch finishing exactly when a step ends counts
@@ -104,11 +109,12 @@ from dataclasses import dataclass
 from typing import Any
 
 
+from echosim.pipeline.auto import AUTO_DEFAULTS, AUTO_OPTIONS
 from echosim.pipeline.service_times import as_service_time
 from echosim.pipeline.service_times import ServiceTime
 from echosim.pipeline.sizes import check_fits
 
-__all__ = ["Pipeline", "Policy", "POLICIES", "ECHO_POLICIES", "check_echo"]
+__all__ = ["Pipeline", "Policy", "POLICIES", "ECHO_POLICIES", "CAPPED_POLICIES", "check_echo"]
 
 
 @dataclass(frozen=True)
@@ -120,6 +126,7 @@ class Policy:
     code: int
     params: tuple
     doc: str
+    coupled: bool = False  # its K_t depend on the training run's losses (simulated with it)
 
 
 POLICIES: dict[str, Policy] = {p.name: p for p in (
@@ -127,10 +134,14 @@ POLICIES: dict[str, Policy] = {p.name: p for p in (
     Policy("fixed", 1, ("echo",), "K_t steps on fresh batch t, K = echo rounded at random"),
     Policy("greedy", 2, ("max_echo",), "echo while waiting for the next batch, up to max_echo steps"),
     Policy("example", 3, ("echo", "shuffle_buffer"), "example echoing through a shuffle buffer"),
+    Policy("auto", 4, ("max_echo", "window", "z"), "greedy under an echo cap tuned online from the first-step "
+           "losses (echosim.pipeline.auto)", coupled=True),
 )}
 """The registry of echo policies: name → row. Nothing else lists them or their codes."""
 ECHO_POLICIES = tuple(name for name, p in POLICIES.items() if "echo" in p.params)
 """The policies that take an echo factor K (derived from `POLICIES`)."""
+CAPPED_POLICIES = tuple(name for name, p in POLICIES.items() if "max_echo" in p.params)
+"""The policies that echo while waiting, up to a cap: "greedy" (max_echo), "auto" (its caps)."""
 DELIVERIES = ("ordered", "unordered")
 BLOCKING = ("before", "after")
 
@@ -163,6 +174,22 @@ def _choice(name: str, value: Any, allowed: tuple[str, ...]) -> str:
     return value
 
 
+def _auto_option(name: str, value: Any):
+    """An option of policy "auto" within `AUTO_OPTIONS` (int window, float z)."""
+    lo, hi = AUTO_OPTIONS[name]
+    if name == "window":
+        ok = not isinstance(value, bool) and isinstance(value, numbers.Integral) and lo <= value <= hi
+        if not ok:
+            raise ValueError(f"Pipeline.window must be an integer in {lo}..{hi} (fresh batches per block of "
+                             f"policy 'auto'), got {value!r}")
+        return int(value)
+    ok = not isinstance(value, bool) and isinstance(value, numbers.Real) and math.isfinite(value) and lo <= value <= hi
+    if not ok:
+        raise ValueError(f"Pipeline.z must be a number in {lo:g}..{hi:g} (standard errors, policy 'auto'), "
+                         f"got {value!r}")
+    return float(value)
+
+
 def _service(name: str, value: Any) -> ServiceTime:
     try:
         return as_service_time(value)
@@ -184,13 +211,13 @@ class Pipeline:
         C >= 1, capacity of the prefetch buffer (finished batches not yet taken).
     step_time : ServiceTime or float
         Time of one optimizer step (t_down), > 0.
-    policy : {"sync", "fixed", "greedy", "example"}
+    policy : {"sync", "fixed", "greedy", "example", "auto"}
         How many steps use each fresh batch.
     echo : float or None
         Echo factor e >= 1 (Choi et al.'s e, Agarwal et al.'s K) for "fixed" and
         "example"; must be None for "sync" and "greedy".
     max_echo : int
-        Upper bound on K_t under "greedy" (>= 1).
+        Upper bound on K_t under "greedy" and "auto" (>= 1).
     delivery : {"ordered", "unordered"}
     blocking : {"after", "before"}
         Where a worker blocks when the buffer is full.
@@ -199,6 +226,10 @@ class Pipeline:
     shuffle_buffer : int or None
         S >= 1 examples, "example" only; None means ``batch_size * ceil(echo)``
         (about one fresh batch's echoed copies).
+    window, z : int, float or None
+        "auto" only (`echosim.pipeline.auto.AutoEcho`): fresh batches per block of
+        the cap's comparisons (default 8) and the standard errors a difference must
+        pass to move the cap (default 1.0).
     """
 
     arrival: ServiceTime
@@ -212,6 +243,8 @@ class Pipeline:
     blocking: str = "after"
     switch_overhead: float = 0.0
     shuffle_buffer: int | None = None
+    window: int | None = None
+    z: float | None = None
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -249,5 +282,14 @@ class Pipeline:
                 )
             set_(self, "shuffle_buffer", _int_field("Pipeline.shuffle_buffer", S, 1))
             check_fits("Pipeline.shuffle_buffer", self.shuffle_buffer, 8, what="the example ids it holds")
+        for name in ("window", "z"):
+            v = getattr(self, name)
+            if name not in params:
+                if v is not None:
+                    takes = [n for n, p in POLICIES.items() if name in p.params]
+                    raise ValueError(f"Pipeline.{name} applies only to policy {' and '.join(map(repr, takes))}, "
+                                     f"got {v!r} with policy {self.policy!r}")
+                continue
+            set_(self, name, _auto_option(name, AUTO_DEFAULTS[name] if v is None else v))
 
 

@@ -14,14 +14,14 @@ from typing import Any
 import numpy as np
 
 from echosim.pipeline import stream
-from echosim.pipeline.model import ECHO_POLICIES, Pipeline, _int_field, check_echo
+from echosim.pipeline.model import CAPPED_POLICIES as _GREEDY, ECHO_POLICIES, POLICIES, Pipeline, _int_field, check_echo
 from echosim.pipeline.sizes import check_fits
 from echosim.pipeline.stream import (
     DerivedSteps, EventLoop, HeldSteps, Inputs, _example_copies, _example_extra, _round_echo, _StepTimes,
     _estimate_echo, derived_steps, draw_inputs, redrawn_durations,
 )
 
-__all__ = ["Schedule", "simulate", "simulate_until", "simulate_with_times", "echo_schedule"]
+__all__ = ["Schedule", "simulate", "simulate_deciding", "simulate_until", "simulate_with_times", "echo_schedule"]
 
 # rows of step_examples filled per shuffle chunk (bounds the uniform draws held)
 _SHUFFLE_ROWS = 1 << 15
@@ -257,7 +257,31 @@ def _check_schedule_size(name: str, value, T: int, pipeline: Pipeline, batch_siz
                what=f"the schedule of {T:,} fresh batches")
 
 
-def simulate(pipeline: Pipeline, n_batches: int, seed, batch_size: int | None = None) -> Schedule:
+def _check_caps(pipeline: Pipeline, caps, T: int) -> np.ndarray | None:
+    """Per-batch caps on K_t (greedy, auto): None, or T integers in 1..max_echo."""
+    if pipeline.policy not in _GREEDY:
+        if caps is not None:
+            raise ValueError(f"caps: per-batch caps on K_t apply only to policies {' and '.join(map(repr, _GREEDY))}, "
+                             f"got policy {pipeline.policy!r}")
+        return None
+    if caps is None:
+        if POLICIES[pipeline.policy].coupled:
+            raise ValueError(f"policy {pipeline.policy!r}: its caps depend on the training run's losses, so the "
+                             "pipeline cannot be simulated alone; simulate it with the run "
+                             "(echosim.run(problem, optimizer, echo=pipeline, n_batches=T) or echosim.run_coupled), "
+                             "or give the caps (caps=)")
+        return None
+    a = np.asarray(caps)
+    if a.ndim != 1 or a.size != T or not (np.issubdtype(a.dtype, np.integer) or a.size == 0):
+        raise ValueError(f"caps: expected a 1-D integer array of {T} caps (one per fresh batch), got "
+                         f"{'shape ' + str(a.shape) if a.ndim != 1 or a.size != T else 'dtype ' + str(a.dtype)}")
+    if a.min() < 1 or a.max() > pipeline.max_echo:
+        raise ValueError(f"caps: every cap must be in 1..max_echo={pipeline.max_echo}, got "
+                         f"{a.min() if a.min() < 1 else a.max()}")
+    return np.ascontiguousarray(a, dtype=np.int64)
+
+
+def simulate(pipeline: Pipeline, n_batches: int, seed, batch_size: int | None = None, caps=None) -> Schedule:
     """Simulate `pipeline` until T = `n_batches` fresh batches have been used.
 
     Parameters
@@ -270,6 +294,10 @@ def simulate(pipeline: Pipeline, n_batches: int, seed, batch_size: int | None = 
         echo rounding, shuffle); the same seed gives bitwise the same Schedule.
     batch_size : int, optional
         B, required for policy "example" (the schedule then lists example ids).
+    caps : int array of shape (T,), optional
+        "greedy" and "auto": batch t gets at most ``caps[t]`` steps (1..max_echo)
+        instead of max_echo. Required for "auto" (whose caps depend on the losses:
+        its simulation with a run is `echosim.training.runner.run_coupled`).
 
     Returns
     -------
@@ -280,9 +308,34 @@ def simulate(pipeline: Pipeline, n_batches: int, seed, batch_size: int | None = 
     T = _int_field("n_batches", n_batches, 1)
     ss = _check_seed(seed)
     B = _check_batch_size(pipeline, batch_size)
+    caps = _check_caps(pipeline, caps, T)
     _check_schedule_size("n_batches", T, T, pipeline, B)
     seeds = ss.spawn(4)
-    return _simulated(pipeline, T, B, draw_inputs(pipeline, T, B, seeds), seeds[1])
+    return _simulated(pipeline, T, B, draw_inputs(pipeline, T, B, seeds), seeds[1], caps=caps)
+
+
+def simulate_deciding(pipeline: Pipeline, n_batches: int, seed, decide) -> Schedule:
+    """`simulate` with caps decided as the simulation goes ("greedy", "auto").
+
+    Before the accelerator takes fresh batch n whose cap is not known yet, it asks
+    ``decide(n, tau, K, take_time)``: tau is batch n's take time, K and take_time those
+    of batches 0..n-1 (final; views, valid during the call); it returns the caps of
+    batches n, n+1, ... (a non-empty int array). The result is
+    bitwise ``simulate(pipeline, n_batches, seed, caps=<the caps decided>)``: the
+    event loop pauses before a take, where nothing has changed yet.
+    """
+    if not isinstance(pipeline, Pipeline):
+        raise ValueError(f"pipeline must be an echosim Pipeline, got {type(pipeline).__name__}")
+    if pipeline.policy not in _GREEDY:
+        raise ValueError(f"pipeline.policy: caps decided as it goes apply to policies "
+                         f"{' and '.join(map(repr, _GREEDY))}, got {pipeline.policy!r}")
+    if not callable(decide):
+        raise ValueError(f"decide: expected a callable (n, tau, K, take_time) -> caps, got {decide!r}")
+    T = _int_field("n_batches", n_batches, 1)
+    ss = _check_seed(seed)
+    _check_schedule_size("n_batches", T, T, pipeline, None)
+    seeds = ss.spawn(4)
+    return _simulated(pipeline, T, None, draw_inputs(pipeline, T, None, seeds), seeds[1], decide=decide)
 
 
 def simulate_with_times(
@@ -293,6 +346,7 @@ def simulate_with_times(
     echo_draws=None,
     shuffle_draws=None,
     batch_size: int | None = None,
+    caps=None,
 ) -> Schedule:
     """Replay `pipeline` with given times instead of drawing them (traces, tests).
 
@@ -311,6 +365,8 @@ def simulate_with_times(
         "example" only: one per emitted example (at least N*B); default all zeros.
     batch_size : int, optional
         B, required for "example".
+    caps : int array of shape (T,), optional
+        As in `simulate` ("greedy" and "auto"; required for "auto").
     """
     if not isinstance(pipeline, Pipeline):
         raise ValueError(f"pipeline must be an echosim Pipeline, got {type(pipeline).__name__}")
@@ -319,6 +375,7 @@ def simulate_with_times(
         raise ValueError("load_time must be a non-empty array of finite times > 0")
     T = load.size
     B = _check_batch_size(pipeline, batch_size)
+    caps = _check_caps(pipeline, caps, T)
     steps_arr = np.array(step_time, dtype=np.float64).reshape(-1)
     if steps_arr.size == 0 or not np.all(np.isfinite(steps_arr) & (steps_arr > 0)):
         raise ValueError("step_time must be a number or a non-empty array of finite times > 0")
@@ -363,14 +420,15 @@ def simulate_with_times(
         pos[0] = a + n
         return shuffle_u[a:a + n]
 
-    return _simulated(pipeline, T, B, Inputs(load, per_batch, extra, steps, n_known, draws))
+    return _simulated(pipeline, T, B, Inputs(load, per_batch, extra, steps, n_known, draws), caps=caps)
 
 
-def _simulated(pipeline: Pipeline, T: int, B: int | None, inputs: Inputs, step_seed=None) -> Schedule:
-    """Run the event loop on `inputs`; assemble the Schedule. Given the seed of the
-    step durations, a batch policy's steps beyond one output chunk are not kept but
-    derived again when asked for."""
-    loop = EventLoop(pipeline, T, B, inputs)
+def _simulated(pipeline: Pipeline, T: int, B: int | None, inputs: Inputs, step_seed=None, caps=None,
+               decide=None) -> Schedule:
+    """Run the event loop on `inputs` (under `caps`, or caps from `decide`); assemble the
+    Schedule. Given the seed of the step durations, a batch policy's steps beyond one
+    output chunk are not kept but derived again when asked for."""
+    loop = EventLoop(pipeline, T, B, inputs, caps=caps, decide=decide)
     derive = step_seed is not None and pipeline.policy != "example"
     makespan = 0.0
     for _, _, end, _ in loop.steps(stream.STEP_CHUNK if derive else None):

@@ -20,7 +20,7 @@ from typing import Callable, Iterator
 
 import numpy as np
 
-from echosim.pipeline.model import POLICIES, Pipeline
+from echosim.pipeline.model import CAPPED_POLICIES as _GREEDY, POLICIES, Pipeline
 from echosim.pipeline.service_times import Deterministic, ServiceTime
 from echosim.pipeline.traces import Trace
 
@@ -156,10 +156,12 @@ class EventLoop:
     """One run of the resumable Numba event loop (`echosim.pipeline.kernel`): the
     per-batch outputs stay here, the per-step outputs are handed out by `steps`."""
 
-    def __init__(self, pipeline: Pipeline, T: int, B: int | None, inputs: Inputs):
+    def __init__(self, pipeline: Pipeline, T: int, B: int | None, inputs: Inputs, caps: np.ndarray | None = None,
+                 decide: Callable | None = None):
         from echosim.pipeline import kernel as des  # compiles (or loads the cache) on first use
 
         self.des, self.pipeline, self.T, self.inputs = des, pipeline, T, inputs
+        self.decide = decide
         W, C, policy = pipeline.workers, pipeline.prefetch, pipeline.policy
         self.shuffle_size = _shuffle_size(pipeline, B) if policy == "example" else 0
         pi = np.zeros(des.N_PI, dtype=np.int64)
@@ -176,12 +178,20 @@ class EventLoop:
             pi[des.P_N_STEPS] = inputs.n_known
             pi[des.P_TOTAL_EX] = int(inputs.per_batch.sum())
         pi[des.P_CYCLIC] = inputs.steps.cyclic
+        # greedy's caps: max_echo for every batch (-1), or per batch, given (T known) or
+        # decided as the loop goes (`decide` asked before each batch without one)
+        pi[des.P_N_CAPS] = -1 if caps is None and decide is None else (0 if caps is None else T)
         self.pi = pi
         self.pf = np.array([pipeline.switch_overhead], dtype=np.float64)
         load_time = np.ascontiguousarray(inputs.load_time, dtype=np.float64)
         self.load_time = load_time if load_time.flags.writeable else load_time.copy()
         per_batch = np.zeros(1, dtype=np.int64) if inputs.per_batch is None else inputs.per_batch
-        self.per_batch = np.ascontiguousarray(per_batch, dtype=np.int64)
+        if caps is not None:
+            per_batch = caps
+        elif decide is not None:
+            per_batch = np.zeros(T, dtype=np.int64)
+        self.per_batch = np.array(per_batch, dtype=np.int64) if decide is not None else \
+            np.ascontiguousarray(per_batch, dtype=np.int64)
         self.si = np.zeros(des.N_SI, dtype=np.int64)
         self.sf = np.zeros(des.N_SF, dtype=np.float64)
         self.serv_fin = np.zeros(W, dtype=np.float64)
@@ -214,7 +224,7 @@ class EventLoop:
         of them, and the rest at the end (views, valid until the next yield). Without
         `chunk` the output grows to hold every step: see `held`."""
         des, pipeline, T, steps = self.des, self.pipeline, self.T, self.inputs.steps
-        est = _estimate_echo(pipeline) if pipeline.policy == "greedy" else 1.0
+        est = _estimate_echo(pipeline) if pipeline.policy in _GREEDY else 1.0
         n_known = self.inputs.n_known
         cap = n_known if n_known is not None else min(T * pipeline.max_echo, int(T * est * 1.1) + 1024)
         limit = math.inf if chunk is None else chunk
@@ -241,6 +251,8 @@ class EventLoop:
             elif status == des.NEED_OUTPUT and cap < limit:
                 cap = int(min(T * pipeline.max_echo, j + more, limit))
                 out = [_grow(a, j, cap) for a in out]
+            elif status == des.NEED_CAPS:
+                self._more_caps()
             elif status == des.NEED_OUTPUT:
                 self.flushed = True
                 yield off, out[0][:j - off], out[1][:j - off], out[2][:j - off]
@@ -251,6 +263,20 @@ class EventLoop:
         self._out = out
         n = self.n_steps - off
         yield off, out[0][:n], out[1][:n], out[2][:n]
+
+    def _more_caps(self) -> None:
+        """Ask `decide` for the caps of the next batches, before batch n is taken at time tau."""
+        des = self.des
+        n = int(self.si[des.S_N_TAKEN])
+        tau = float(self.sf[des.F_NOW])
+        caps = np.asarray(self.decide(n, tau, self.steps_per_batch[:n], self.take_time[:n]))
+        m = caps.size
+        if caps.ndim != 1 or m == 0 or not np.issubdtype(caps.dtype, np.integer) or n + m > self.T \
+                or caps.min() < 1 or caps.max() > self.pipeline.max_echo:
+            raise ValueError(f"decide: expected 1..{self.T - n} integer caps in 1..{self.pipeline.max_echo} "
+                             f"for the batches from {n} on, got {caps!r:.80}")
+        self.per_batch[n:n + m] = caps
+        self.pi[des.P_N_CAPS] = n + m
 
     def held(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Every step's start, end and batch, once `steps` ran to the end without flushing."""

@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import math
 import numbers
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -30,7 +31,7 @@ from echosim.planner.timing import TimeModel, as_loader, as_time_model, format_d
 
 __all__ = ["plan", "Plan", "PLANNED"]
 
-PLANNED = ("sync", "fixed", "greedy")
+PLANNED = ("sync", "fixed", "greedy", "auto")
 """The echo policies of `echosim.pipeline` that the planner offers as candidates."""
 _BAND = (0.1, 0.9)
 _TABLE_WIDTH = 100
@@ -200,7 +201,7 @@ class Plan:
             return "sync (no echo)"
         if c["policy"] == "fixed":
             return f"fixed K={_num(c['echo'])}"
-        return f"greedy (mean K {c['echo']:.2g})"
+        return f"{c['policy']} (mean K {c['echo']:.2g})"
 
     def plot_data(self) -> list[dict]:
         """Wall-clock to target against K, one series per (B, workers): {x, y, y_low, y_high, label}."""
@@ -215,9 +216,9 @@ class Plan:
                            "y_low": [c["wall_clock_low"] for c in cs], "y_high": [c["wall_clock_high"] for c in cs],
                            "label": label, "kind": "line"})
             for c in self.candidates:
-                if (c["batch_size"], c["workers"]) == (B, W) and c["policy"] == "greedy":
+                if (c["batch_size"], c["workers"]) == (B, W) and c["policy"] in ("greedy", "auto"):
                     series.append({"x": [c["echo"]], "y": [c["wall_clock_to_target"]], "y_low": [c["wall_clock_low"]],
-                                   "y_high": [c["wall_clock_high"]], "label": label.replace("sync/fixed K", "greedy"),
+                                   "y_high": [c["wall_clock_high"]], "label": label.replace("sync/fixed K", c["policy"]),
                                    "kind": "point"})
         return series
 
@@ -238,7 +239,7 @@ class Plan:
                 ax.errorbar(x, y, yerr=[y - lo, hi - y], fmt="s", capsize=3, label=s["label"] + " (10-90%)")
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
-        ax.set_xlabel("echo factor K (mean K for greedy)")
+        ax.set_xlabel("echo factor K (mean K for greedy and auto)")
         ax.set_ylabel("wall-clock to target (s)")
         ax.set_title("echosim plan: wall-clock to target")
         ax.legend(fontsize=8)
@@ -316,7 +317,7 @@ class _Timing:
 
 
 def _policy_text(policy, echo) -> str:
-    return {"sync": "sync", "greedy": "greedy"}.get(policy, f"fixed K={_num(echo)}")
+    return {"sync": "sync", "greedy": "greedy", "auto": "auto"}.get(policy, f"fixed K={_num(echo)}")
 
 
 def _timing(loader, step_time, records, Bs, Ws) -> _Timing:
@@ -349,10 +350,31 @@ def _timing(loader, step_time, records, Bs, Ws) -> _Timing:
 # --------------------------------------------------------------------------- plan
 
 
+def _method_arg(method, options, form_a: bool) -> dict:
+    """The optimizer of form (a) as config keys; ValueError naming `method` or `method_options`."""
+    from echosim.training.methods import get_method
+
+    row = get_method(method)
+    if options is not None and not isinstance(options, Mapping):
+        raise ValueError(f"method_options: expected a mapping of the method's hyper-parameters, got {options!r}")
+    options = dict(options or {})
+    if not form_a and (row.name != "echoed_gd" or options):
+        raise ValueError("method: the optimizer is simulated in form (a) only (problem=...); with steps_to_target "
+                         "the steps you measured already come from your own optimizer")
+    if row.one_step:
+        raise ValueError(f"method: {row.name} takes one step per fresh batch, so there is nothing to echo; "
+                         "plan an echoed method (echoed_gd, echoed_heavy_ball, echoed_adam, ...)")
+    unknown = sorted(set(options) - set(row.fields))
+    if unknown:
+        raise ValueError(f"method_options: {row.name} has {', '.join(row.fields) or 'no hyper-parameters'}, "
+                         f"got {', '.join(map(repr, unknown))}")
+    return {"method": row.name, **options}
+
+
 def plan(loader=None, step_time=None, *, batch_size, problem=None, steps_to_target=None, records=None,
-         workers=1, prefetch: int = 2, policies=PLANNED, echoes=None, max_echo: int = 64, target: float = 0.002,
+         workers=1, prefetch: int = 2, policies=None, echoes=None, max_echo: int = 64, target: float = 0.002,
          seeds: int = 5, accelerator_price=None, worker_price=None, seed: int = 0, processes: int = 2,
-         results=None, progress=None) -> Plan:
+         results=None, progress=None, method: str = "echoed_gd", method_options=None) -> Plan:
     """Should I echo, with which K, and what will it save me?
 
     Parameters
@@ -383,11 +405,15 @@ def plan(loader=None, step_time=None, *, batch_size, problem=None, steps_to_targ
         Loader workers W; several values compare echoing with adding workers.
     prefetch : int
         Prefetch buffer capacity C.
-    policies : subset of ("sync", "fixed", "greedy")
+    policies : subset of ("sync", "fixed", "greedy", "auto")
+        Default: all of them ("auto" with form (a) only).
+        "auto" (form (a) only): greedy under an echo cap tuned from the losses, simulated
+        with the controller of ``echoing(policy="auto")``, its caps decided in each run
+        from that run's simulated first-step losses.
     echoes : list of int, optional
         K for "fixed" (default: powers of two bracketing R = t_load/(W t_step)).
     max_echo : int
-        Bound on K_t under "greedy".
+        Bound on K_t under "greedy" and "auto".
     target : float
         Form (a): reach a loss <= (1 + target)·F* and stay there.
     seeds : int
@@ -401,12 +427,19 @@ def plan(loader=None, step_time=None, *, batch_size, problem=None, steps_to_targ
         ``echosim-results/store``): runs it holds, from any sweep or plan, are reused.
     progress : bool, optional
         Form (a): a progress bar (a line when not on a terminal); default: on a terminal.
+    method, method_options : str, dict, optional
+        Form (a): the optimizer simulated, a row of `echosim.training.methods.METHODS`
+        (e.g. ``"echoed_heavy_ball"`` with ``{"momentum": 0.9}``, ``"echoed_adam"`` with
+        ``{"beta2": 0.99}``), its hyper-parameters under their config keys (defaults:
+        the method's). Form (b) takes the steps measured with your own optimizer.
     """
     # ---- validate everything first: nothing runs, nothing is written on bad input
     Bs = _int_list(batch_size, "batch_size")
     Ws = _int_list(workers, "workers")
     prefetch = _int_arg(prefetch, "prefetch", 1)
     max_echo = _int_arg(max_echo, "max_echo", 1, 4096)
+    if policies is None:  # every planned policy that the form can evaluate
+        policies = [p for p in PLANNED if p != "auto" or steps_to_target is None]
     if isinstance(policies, str):
         policies = [p.strip() for p in policies.split(",") if p.strip()]
     policies = list(dict.fromkeys(policies))
@@ -429,6 +462,10 @@ def plan(loader=None, step_time=None, *, batch_size, problem=None, steps_to_targ
     if (problem is None) == (steps_to_target is None):
         raise ValueError("problem: give exactly one of problem (an echosim problem, simulated) or "
                          "steps_to_target (measured steps to target at two or more batch sizes)")
+    if "auto" in policies and problem is None:
+        raise ValueError("policies: 'auto' decides its caps from the losses, so it is planned on a simulated problem "
+                         "(problem=..., form (a)), not from steps_to_target")
+    optimizer = _method_arg(method, method_options, form_a=problem is not None)
     timing = _timing(loader, step_time, records, Bs, Ws)
     response = pconf = None
     if steps_to_target is not None:
@@ -439,7 +476,7 @@ def plan(loader=None, step_time=None, *, batch_size, problem=None, steps_to_targ
         from echosim.planner.simulated import problem_config, validate_problem
 
         pconf = problem_config(problem)
-        validate_problem(pconf)
+        validate_problem(pconf, optimizer)
 
     # ---- candidates
     cands = []
@@ -452,8 +489,8 @@ def plan(loader=None, step_time=None, *, batch_size, problem=None, steps_to_targ
                     new = [{"policy": "sync", "echo": 1}]
                 elif p == "fixed":
                     new = [{"policy": "fixed", "echo": k} for k in ks]
-                else:
-                    new = [{"policy": "greedy", "echo": math.nan, "max_echo": max_echo}]
+                else:  # greedy, auto: K_t chosen as the run goes, up to max_echo
+                    new = [{"policy": p, "echo": math.nan, "max_echo": max_echo}]
                 for c in new:
                     c.update(batch_size=B, workers=W, R=R)
                 cands.extend(new)
@@ -462,7 +499,7 @@ def plan(loader=None, step_time=None, *, batch_size, problem=None, steps_to_targ
         c["loader_time"], c["step_time_dist"], note = timing.for_candidate(c["policy"], c["echo"], c["batch_size"])
         if note and note not in notes:
             notes.append(note)
-    ctx = {"prefetch": prefetch, "max_echo": max_echo, "seeds": seeds, "seed": int(seed)}
+    ctx = {"prefetch": prefetch, "max_echo": max_echo, "seeds": seeds, "seed": int(seed), "optimizer": optimizer}
     if response is not None:
         _evaluate_model(cands, response, ctx)
         source = (f"form (b): fresh batches from the model {response.describe()}; wall-clock from {seeds} simulated "
@@ -603,7 +640,11 @@ def _recommend(cands, reachable, priced: bool):
     near = [c for c in reachable if key(c) <= 1.03 * best]
     rec = min(near, key=lambda c: (c["steps_to_target"], key(c)))
     B, W, R = rec["batch_size"], rec["workers"], rec["R"]
+    fastest = min(reachable, key=key)
     what = "cheapest" if priced else "fastest"
+    if fastest is not rec and key(fastest) < key(rec):
+        what = (f"within 3% of the {what} ({Plan._name(fastest)}, "
+                f"{format_duration(key(fastest)) if not priced else f'{key(fastest):.3g}'}) with fewer steps")
     wall, band = _band(rec).split(" (")
     band = band.rstrip(")") + " " + wall.split(" ")[1]
     base = next(c for c in cands if c["policy"] == "sync" and c["batch_size"] == B and c["workers"] == W)
@@ -632,9 +673,13 @@ def _recommend(cands, reachable, priced: bool):
             else:
                 reason += (f"; K = {_num(K)} < R = {R:.2g}: larger K would be free, but the fresh batches needed "
                            "stop falling (echoed steps are worth less than fresh ones)")
-        else:
+        elif rec["policy"] == "greedy":
             reason += (f"; greedy echoes exactly while the next batch loads (mean K = {rec['echo']:.2g}, at most "
                        f"{rec['max_echo']}; R = {R:.2g}), so it adapts to the loader's variability without choosing K")
+        else:
+            reason += (f"; auto echoes while the next batch loads under a cap it tunes from the first-step losses "
+                       f"(mean K = {rec['echo']:.2g}, at most {rec['max_echo']}; R = {R:.2g}): "
+                       "echoing(policy='auto') runs the same controller in your loop")
         if rec["speedup_ceiling"] > 0:
             reason += f"; the theory's ceiling for it is {rec['speedup_ceiling']:.2g}x"
         if rec["wall_clock_high"] >= base["wall_clock_to_target"]:

@@ -141,6 +141,19 @@ class Records:
         last = np.cumsum(self.steps_per_batch) - 1
         return self.step_start[last] + self.step_time[last]
 
+    def head(self, n: int) -> "Records":
+        """The records of the first `n` fresh batches and their steps (all of them if the run
+        had fewer): a run's opening as a pilot, to plan from what was known at that point.
+        The decisions kept are those taken before fresh batch `n`."""
+        if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 1:
+            raise ValueError(f"n: expected an integer >= 1 (fresh batches to keep), got {n!r}")
+        n = min(int(n), self.n_batches)
+        keep = self.step_batch < n
+        return Records(self.policy, self.echo, self.batch_size,
+                       decisions=tuple(d for d in self.decisions if d.get("batch", -1) < n),
+                       **{k: getattr(self, k)[:n].copy() for k in _BATCH_FIELDS},
+                       **{k: getattr(self, k)[keep].copy() for k in _STEP_FIELDS})
+
     def steady(self) -> slice:
         """The fresh batches in steady state: all but the first (its wait is start-up)."""
         return slice(1 if self.n_batches > 1 else 0, self.n_batches)

@@ -143,18 +143,24 @@ def tuned_batches(problem, batch_sizes, echoes, *, repetitions: int = 2, rtol: f
     return df
 
 
-def _probe(pconf: dict):
+def _probe(pconf: dict, optimizer: dict | None = None):
     from echosim.experiments.config import parse_config
     from echosim.experiments.specs import build_problem
 
-    conf = parse_config({"problem": pconf, "optimizer": {"lr": 1.0, "batch_size": 1},
+    conf = parse_config({"problem": pconf, "optimizer": {"lr": 1.0, "batch_size": 1, **(optimizer or {})},
                          "sweep": {"n_batches": 1, "window": 1}}, source="<plan>")
     return build_problem(conf.runs[0].problem)
 
 
-def validate_problem(pconf: dict):
-    """Build the problem once (ValueError naming the bad ``problem.*`` key); returns it."""
-    return _probe(pconf)
+def validate_problem(pconf: dict, optimizer: dict | None = None):
+    """Build the problem once (ValueError naming the bad ``problem.*`` or ``optimizer.*``
+    key); returns it."""
+    return _probe(pconf, optimizer)
+
+
+ADAM_LRS = {"start": 10 ** -3.5, "stop": 1.0, "per_decade": 4}
+"""Adam's step moves each coordinate by about lr whatever the curvature, so its grid is not
+scaled by 1/β (the sweep still extends it past an edge where the tuned lr sits)."""
 
 
 def _quantile(x, q: float) -> float:
@@ -182,8 +188,9 @@ def run_candidates(cands, pconf, ctx, target, processes, results, progress=None)
     same rule, 1.5× the baseline's T, is given to every candidate. Fills each candidate
     dict in place; returns (source text, notes).
     """
-    problem_obj = _probe(pconf)
-    lr = lr_grid_for(problem_obj)
+    optimizer = dict(ctx.get("optimizer") or {})
+    problem_obj = _probe(pconf, optimizer)
+    lr = dict(ADAM_LRS) if optimizer.get("method") == "echoed_adam" else lr_grid_for(problem_obj)
     window = 1
     notes = []
     settings = {"name": "plan", "seed": ctx["seed"], "repetitions": ctx["seeds"], "rtol": float(target),
@@ -206,10 +213,10 @@ def run_candidates(cands, pconf, ctx, target, processes, results, progress=None)
         def sweep(cs, n_batches):
             pol = [c["policy"] for c in cs]
             p = dict(pipe)
-            if "greedy" in pol:
+            if "greedy" in pol or "auto" in pol:
                 p["max_echo"] = ctx["max_echo"]
             data = {"problem": pconf, "pipeline": p,
-                    "optimizer": {"lr": lr, "batch_size": B},
+                    "optimizer": {"lr": lr, "batch_size": B, **optimizer},
                     "sweep": dict(settings, n_batches=n_batches)}
             if "fixed" in pol:
                 data["joint"] = {"pipeline.policy, optimizer.echo": [[c["policy"], int(c["echo"]) if
@@ -257,9 +264,11 @@ def run_candidates(cands, pconf, ctx, target, processes, results, progress=None)
             conv_k = rows["conv_steps"].to_numpy(float)
             ok = np.isfinite(conv_t)
             kbar = float(np.median(rows["schedule.mean_echo"]))
-            if ok.any() and c["policy"] == "greedy":
+            if ok.any() and c["policy"] in ("greedy", "auto"):
                 kbar = float(np.median(conv_k[ok] / conv_b[ok]))
-            c.update(echo=kbar if c["policy"] == "greedy" else c["echo"], mean_echo=kbar, lr=float(lr_star),
+            if c["policy"] == "auto":  # the caps it chose, in the first seed's run at the tuned lr
+                c["caps"] = str(rows["auto.caps"].iloc[0]) if "auto.caps" in rows and len(rows) else ""
+            c.update(echo=kbar if c["policy"] in ("greedy", "auto") else c["echo"], mean_echo=kbar, lr=float(lr_star),
                      lr_edge=str(t["lr_edge"]), converged=f"{int(ok.sum())}/{len(rows)}",
                      batches_to_target=float(np.median(conv_b)) if math.isfinite(lr_star) else math.inf,
                      steps_to_target=float(np.median(conv_k)) if math.isfinite(lr_star) else math.inf,
@@ -275,8 +284,16 @@ def run_candidates(cands, pconf, ctx, target, processes, results, progress=None)
             if t["lr_edge"]:
                 notes.append(f"{name}: the tuned learning rate is the {t['lr_edge']}est of the grid "
                              f"({lr['start']:.3g}...{lr['stop']:.3g}); its time to target may be pessimistic")
+    if any(c["policy"] == "auto" for c in cands):
+        notes.append("auto: simulated with the controller echoing(policy='auto') runs in a real loop "
+                     "(echosim.pipeline.auto.AutoEcho), each run's caps decided from its own simulated first-step "
+                     "losses and loader times (caps over fresh batches, first seed: "
+                     + "; ".join(f"B = {c['batch_size']}: {c.get('caps') or '-'}" for c in cands
+                                 if c["policy"] == "auto") + ")")
     name = pconf.get("name", pconf["kind"])
-    source = (f"form (a): every candidate simulated on the {name} problem (echosim), learning rate tuned per "
+    how = "" if optimizer.get("method", "echoed_gd") == "echoed_gd" else " with " + ", ".join(
+        f"{k} {v}" for k, v in optimizer.items()).replace("method ", "")
+    source = (f"form (a): every candidate simulated on the {name} problem (echosim){how}, learning rate tuned per "
               f"candidate by wall-clock to target over {lr['start']:.3g}...{lr['stop']:.3g} "
               f"({lr['per_decade']} per decade), {ctx['seeds']} seeds; target: the loss reaches "
               f"(1 + {target:g}) F* and stays there to the end of the budget (1.5x sync's fresh batches to "

@@ -167,7 +167,7 @@ def method_bound(method: str, hyper: dict | None = None) -> tuple[str | None, st
     from echosim.training.methods import get_method
 
     m = get_method(method)
-    return m.bound_for(hyper), _ITERATE_COLUMN[m.iterate]
+    return m.bound_for(hyper or {}), _ITERATE_COLUMN[m.iterate]
 
 
 def echo_counts(runs) -> tuple[float | None, np.ndarray | None, str]:

@@ -12,6 +12,7 @@ bounded for long runs and a run advanced in blocks is bitwise the run advanced a
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import sys
@@ -20,13 +21,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from echosim.pipeline.schedule import Schedule, echo_schedule
+from echosim.pipeline.model import POLICIES, Pipeline
+from echosim.pipeline.schedule import Schedule, echo_schedule, simulate
 from echosim.pipeline.sizes import check_fits
+from echosim.training import coupled
 from echosim.training.losses import get_loss
 from echosim.training.methods import METHODS, Optimizer, get_method, learning_rates
 from echosim.training.problems import BATCHES_PER_BLOCK, STREAM_OPTIMIZER, Problem, block_rng
 
-__all__ = ["Trajectory", "Run", "run", "run_many", "start", "start_many", "log_points", "compile_kernels",
+__all__ = ["Trajectory", "Run", "run", "run_coupled", "run_many", "start", "start_many", "log_points", "compile_kernels",
            "kernel_key", "kernel_cached"]
 
 CHUNK_BYTES = 1 << 20
@@ -691,10 +694,15 @@ def run(problem: Problem, optimizer: Optimizer, *, batch_size: int, echo=1, n_ba
         EchoedNesterov, EchoedProx, EchoedHeavyBall, EchoedAdam).
     batch_size : int
         B, examples per fresh batch.
-    echo : Schedule, int, or array of int
+    echo : Schedule, Pipeline, int, or array of int
         The pipeline schedule that says how many steps use each fresh batch (and,
         when simulated, the wall-clock time of every step); K or K_t per batch as a
-        shorthand for `echosim.pipeline.echo_schedule(echo, n_batches)`.
+        shorthand for `echosim.pipeline.echo_schedule(echo, n_batches)`. A Pipeline
+        is simulated for `n_batches` with the seed `seed` (its streams are spawned
+        apart from the data's): ``simulate(echo, n_batches, seed)``, or under policy
+        "auto", whose caps depend on the losses, together with the run
+        (`echosim.training.coupled.run_coupled`; the trajectory's ``info`` then holds
+        the caps' summary under ``auto.*`` keys).
     n_batches : int, optional
         T; optional when echo is an array or a Schedule.
     seed : int
@@ -738,9 +746,45 @@ def run(problem: Problem, optimizer: Optimizer, *, batch_size: int, echo=1, n_ba
     """
     if not isinstance(optimizer, Optimizer):
         raise ValueError(f"optimizer must be an echosim optimizer spec, got {type(optimizer).__name__}")
+    if isinstance(echo, Pipeline):
+        if n_batches is None:
+            raise ValueError("n_batches: required when echo is a Pipeline (the fresh batches to simulate)")
+        if POLICIES[echo.policy].coupled:
+            c = run_coupled(problem, optimizer, echo, batch_size=batch_size, n_batches=n_batches, seed=seed,
+                            pipeline_seed=seed, dtype=dtype, log=log, log_unit=log_unit, w0=w0, quiet=quiet)
+            traj = c.trajectory
+            traj.info.update({f"auto.{k}": v for k, v in c.summary().items()})
+            return traj if first_loss else dataclasses.replace(traj, first_loss=None)
+        echo = simulate(echo, n_batches, seed, batch_size=batch_size if echo.policy == "example" else None)
     state = _whole(problem, [optimizer], False, batch_size, echo, n_batches, seed, dtype, log, log_unit, w0,
                    first_loss, quiet)
     return state.trajectory()
+
+
+def run_coupled(problem: Problem, optimizer: Optimizer, pipeline: Pipeline, *, batch_size: int, n_batches: int,
+                seed: int = 0, pipeline_seed=0, dtype="float64", log="auto", log_unit: str = "batch", w0=None,
+                quiet: bool = False):
+    """Run `optimizer` on `problem` behind `pipeline` under policy "auto" for T = `n_batches`:
+    the pipeline's event loop and the optimizer advanced together, a block of the
+    controller at a time, since the caps depend on the losses (`echosim.training.coupled`).
+
+    `seed` is the data seed, `pipeline_seed` the simulation's (as in `simulate`); the
+    other arguments are `run`'s. Returns a `echosim.training.coupled.Coupled`: the
+    trajectory (``time`` the simulated wall-clock, ``first_loss`` the losses the
+    controller acted on), the schedule, the cap of every fresh batch, the decisions.
+    The same seeds give bitwise the same result: the schedule is
+    ``simulate(pipeline, T, pipeline_seed, caps=<the caps>)`` and the trajectory
+    ``run(..., echo=<that schedule>, first_loss=True)``.
+    """
+    if not isinstance(optimizer, Optimizer):
+        raise ValueError(f"optimizer must be an echosim optimizer spec, got {type(optimizer).__name__}")
+    if not isinstance(pipeline, Pipeline):
+        raise ValueError(f"pipeline must be an echosim Pipeline, got {type(pipeline).__name__}")
+    if n_batches is None:
+        raise ValueError("n_batches: required (the fresh batches to simulate)")
+    state = start(problem, optimizer, batch_size=batch_size, seed=seed, n_batches=n_batches, dtype=dtype, log=log,
+                  log_unit=log_unit, w0=w0, first_loss=True, quiet=quiet)
+    return coupled.drive(state, pipeline, pipeline_seed)
 
 
 def run_many(problem: Problem, optimizers, *, batch_size: int, echo=1, n_batches: int | None = None,
@@ -760,6 +804,9 @@ def run_many(problem: Problem, optimizers, *, batch_size: int, echo=1, n_batches
     softmax loss takes the rows layout, each iterate bitwise its own `run`.
     """
     optimizers = list(optimizers)
+    if isinstance(echo, Pipeline):
+        raise ValueError("echo: run_many takes a Schedule (simulate the pipeline once for every learning rate); "
+                         "under policy 'auto' each learning rate has its own schedule: use run() per rate")
     state = _whole(problem, optimizers, True, batch_size, echo, n_batches, seed, dtype, log, log_unit, w0,
                    first_loss, quiet)
     return state.trajectories()

@@ -195,8 +195,8 @@ def test_a_sync_loader_that_always_ran_ahead_keeps_up():
 
 def test_form_a_simulates_every_candidate():
     p = plan("gamma(mean=40ms, cv=0.3)", "10ms", batch_size=1024, problem="logistic", echoes=[4], seeds=2,
-             policies="sync,fixed,greedy", target=0.01, processes=1)
-    assert [c["policy"] for c in p.candidates] == ["sync", "fixed", "greedy"]
+             target=0.01, processes=1)
+    assert [c["policy"] for c in p.candidates] == ["sync", "fixed", "greedy", "auto"]
     assert "stays there" in p.source
     for c in p.candidates:
         assert math.isfinite(c["wall_clock_to_target"]) and c["steps_to_target"] >= c["batches_to_target"]
@@ -205,8 +205,35 @@ def test_form_a_simulates_every_candidate():
     assert sync["steps_to_target"] == sync["batches_to_target"]
     assert sync["utilization"] == pytest.approx(0.25, rel=0.2)  # t_step / t_load
     assert fixed["steps_to_target"] == 4 * fixed["batches_to_target"]
+    auto = by(p, "auto")  # simulated with the real loop's controller, its caps decided from the losses
+    assert auto["caps"].startswith("0:64") and 1 <= auto["mean_echo"] <= 64
+    assert any("auto: simulated with the controller echoing(policy='auto') runs" in n for n in p.notes)
+    assert "auto (mean K" in p.table()
     # the recommendation is the fastest, up to the 3% preference for fewer steps
     assert p.recommended["wall_clock_to_target"] <= 1.03 * min(c["wall_clock_to_target"] for c in p.candidates)
+
+
+def test_form_a_simulates_the_method_asked_for(monkeypatch):
+    """heavy ball and Adam reach form (a)'s sweeps with their hyper-parameters (Adam on its
+    own lr grid, not one scaled by 1/beta)."""
+    import echosim.planner.simulated as sim
+
+    seen = []
+    real = sim.run_config
+
+    def spy(data, *a, **k):
+        seen.append(data["optimizer"])
+        return real(data, *a, **k)
+
+    monkeypatch.setattr(sim, "run_config", spy)
+    p = plan("40ms", "10ms", batch_size=256, problem="least_squares", policies="sync,greedy", seeds=1,
+             target=0.05, processes=1, method="echoed_heavy_ball", method_options={"momentum": 0.5})
+    assert seen and all(o["method"] == "echoed_heavy_ball" and o["momentum"] == 0.5 for o in seen)
+    assert "with echoed_heavy_ball, momentum 0.5" in p.source
+    seen.clear()
+    plan("40ms", "10ms", batch_size=256, problem="least_squares", policies="sync", seeds=1, target=0.05,
+         processes=1, method="echoed_adam")
+    assert all(o["method"] == "echoed_adam" and o["lr"] == sim.ADAM_LRS for o in seen)
 
 
 def test_unreachable_target_is_bad_input(monkeypatch):
@@ -226,6 +253,7 @@ def test_unreachable_target_is_bad_input(monkeypatch):
     ({"steps_to_target": {**STEPS, (64, 0): 100}}, "^steps_to_target.*echo factor K"),
     ({"problem": "logistic", "batch_size": 0}, "^batch_size"),
     ({"problem": "logistic", "policies": "sync,lazy"}, "^policies"),
+    ({"steps_to_target": STEPS, "policies": "sync,auto"}, "^policies: 'auto'.*form \\(a\\)"),
     ({"problem": "logistic", "target": 0}, "^target"),
     ({"problem": "logistic", "accelerator_price": -1}, "^accelerator_price"),
     ({"problem": "logistic", "echoes": [0]}, "^echo"),
@@ -235,6 +263,13 @@ def test_unreachable_target_is_bad_input(monkeypatch):
     ({"problem": "logistic", "step_time": {64: "-5ms"}}, "^step_time"),
     ({"problem": "logistic", "step_time": {64: "40ms", 512: "5ms"}, "batch_size": 4096}, "^batch_size: the fitted step_time"),
     ({"problem": "logistic", "step_time": "10"}, "^step_time: '10' has no unit"),
+    ({"problem": "logistic", "method": "adagrad"}, "^method must be one of"),
+    ({"problem": "logistic", "method": "minibatch_sgd"}, "^method: minibatch_sgd takes one step"),
+    ({"steps_to_target": STEPS, "method": "echoed_adam"}, "^method: the optimizer is simulated in form \\(a\\)"),
+    ({"problem": "logistic", "method": "echoed_heavy_ball", "method_options": {"beta2": 0.9}},
+     "^method_options: echoed_heavy_ball has momentum, got 'beta2'"),
+    ({"problem": "logistic", "method": "echoed_heavy_ball", "method_options": {"momentum": 1.5}},
+     "optimizer.momentum"),
 ])
 def test_bad_input_names_the_argument(kw, match):
     kw = {"batch_size": 256, "step_time": "10ms", **kw}

@@ -236,6 +236,40 @@ def test_records_round_trip_through_a_file(tmp_path):
         load_records(tmp_path / "missing.npz")
 
 
+def test_head_keeps_the_first_fresh_batches_and_their_steps():
+    it = echoing(range(6), "greedy", max_echo=3)
+    for x in it:
+        it.report(float(x))
+    r = it.records()
+    h = r.head(4)
+    assert (h.policy, h.echo, h.batch_size, h.n_batches) == (r.policy, r.echo, r.batch_size, 4)
+    assert h.n_steps == int(r.steps_per_batch[:4].sum())
+    assert np.array_equal(h.step_batch, r.step_batch[: h.n_steps]) and h.step_batch.max() == 3
+    for name in ("load_time", "load_censored", "wait_time", "steps_per_batch", "cap", "epoch"):
+        assert np.array_equal(getattr(h, name), getattr(r, name)[:4])
+    for name in ("step_start", "step_time", "loss"):
+        assert np.array_equal(getattr(h, name), getattr(r, name)[: h.n_steps], equal_nan=True)
+    assert np.array_equal(h.first_loss, r.first_loss[:4])
+    assert r.head(100).n_batches == r.n_batches and r.head(100).n_steps == r.n_steps
+    for bad in (0, -1, 2.5, True, "3"):
+        with pytest.raises(ValueError, match="^n: expected an integer >= 1"):
+            r.head(bad)
+
+
+def test_head_keeps_the_decisions_taken_before_its_end():
+    from echosim.planner.records import Records
+
+    r = echoing(range(3), 1)
+    list(r)
+    base = r.records()
+    fields = {k: getattr(base, k) for k in ("load_time", "load_censored", "wait_time", "steps_per_batch", "cap",
+                                            "epoch", "step_batch", "step_start", "step_time", "loss")}
+    decisions = ({"batch": 0, "action": "probe"}, {"batch": 2, "action": "keep"})
+    rec = Records("auto", None, None, decisions=decisions, **fields)
+    assert [d["batch"] for d in rec.head(2).decisions] == [0]
+    assert len(rec.head(3).decisions) == 2
+
+
 def test_a_put_into_a_full_buffer_marks_the_next_batch_censored():
     """While the thread waits with a full buffer, a loader with workers of its own runs ahead,
     so the next measured time is only a lower bound: `_put` says the buffer was full."""

@@ -31,11 +31,12 @@ SETTLE_PRIORITY = 2
 class _Model:
     def __init__(self, *, workers, prefetch, policy, delivery, blocking, echo, max_echo,
                  switch_overhead, shuffle_buffer, batch_size, load_time, step_time,
-                 echo_draws, shuffle_draws):
+                 echo_draws, shuffle_draws, caps=None):
         self.env = simpy.Environment()
         self.W = workers
         self.C = prefetch
-        self.policy = policy
+        self.policy = "greedy" if policy == "auto" else policy  # auto: greedy under its caps
+        self.caps = None if caps is None else [int(c) for c in caps]
         self.ordered = delivery == "ordered"
         self.before = blocking == "before"
         self.max_echo = max_echo
@@ -228,7 +229,8 @@ class _Model:
                 if self.policy == "fixed":
                     cont = k < self._k_fixed(cur)
                 elif self.policy == "greedy":
-                    cont = k < self.max_echo and cur < self.T - 1 and not self._deliverable()
+                    cap = self.max_echo if self.caps is None else self.caps[cur]
+                    cont = k < cap and cur < self.T - 1 and not self._deliverable()
                 if not cont and cur == self.T - 1:
                     self.k[cur] = k
                     return
@@ -294,11 +296,12 @@ class _Model:
 
 
 def simulate_simpy(pipeline, load_time, step_time, *, echo_draws=None, shuffle_draws=None,
-                   batch_size=None):
+                   batch_size=None, caps=None):
     """Run the SimPy model of `pipeline` on pre-drawn times; return a dict of arrays.
 
     Same inputs as `echosim.pipeline.simulate_with_times` (the pipeline's settings
-    are read as plain attributes; its service-time objects are ignored).
+    are read as plain attributes; its service-time objects are ignored); `caps`:
+    greedy's cap of each batch instead of max_echo.
     """
     S = pipeline.shuffle_buffer
     if pipeline.policy == "example" and S is None:
@@ -308,7 +311,7 @@ def simulate_simpy(pipeline, load_time, step_time, *, echo_draws=None, shuffle_d
         delivery=pipeline.delivery, blocking=pipeline.blocking, echo=pipeline.echo,
         max_echo=pipeline.max_echo, switch_overhead=pipeline.switch_overhead,
         shuffle_buffer=S, batch_size=batch_size, load_time=load_time, step_time=step_time,
-        echo_draws=echo_draws,
+        echo_draws=echo_draws, caps=caps,
         shuffle_draws=np.zeros(len(load_time) * batch_size * (math.ceil(pipeline.echo) + 1))
         if pipeline.policy == "example" and shuffle_draws is None else shuffle_draws,
     )

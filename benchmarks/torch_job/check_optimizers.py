@@ -1,0 +1,74 @@
+"""echosim's echoed heavy ball and Adam kernels against torch.optim.SGD(momentum) and
+torch.optim.Adam on the same batches and the same echo schedule (needs torch: the
+benchmark-only extra; not part of the test suite, which checks the kernels against
+NumPy twins).
+
+    python benchmarks/torch_job/check_optimizers.py
+
+Every batch end of echosim's kernel (float64) is compared with a plain torch loop:
+per fresh batch t, K_t steps of ``loss = mean per-example loss + l2/2 ||w||^2``,
+``loss.backward()``, ``opt.step()``. Prints the largest absolute difference per case.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import sys
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, ROOT)
+
+from tests.training.test_kernel import kernel_run  # noqa: E402  (the kernel called as run() calls it)
+
+
+def torch_run(X, Y, K, lr, method, loss, l2, momentum, betas, eps):
+    import torch
+
+    w = torch.zeros(X.shape[2], dtype=torch.float64, requires_grad=True)
+    opt = (torch.optim.SGD([w], lr=lr, momentum=momentum, dampening=0.0) if method == "heavy_ball"
+           else torch.optim.Adam([w], lr=lr, betas=betas, eps=eps))
+    ends = []
+    for t in range(X.shape[0]):
+        x, y = torch.from_numpy(X[t]), torch.from_numpy(Y[t])
+        for _ in range(K[t]):
+            opt.zero_grad()
+            z = x @ w
+            per = 0.5 * (z - y) ** 2 if loss == "squared" else torch.nn.functional.softplus(-y * z)
+            (per.mean() + 0.5 * l2 * (w @ w)).backward()
+            opt.step()
+        ends.append(w.detach().numpy().copy())
+    return np.array(ends)
+
+
+def main() -> int:
+    import torch
+
+    torch.set_num_threads(1)
+    rng = np.random.default_rng(0)
+    T, B, d = 30, 32, 10
+    K = rng.integers(1, 9, size=T)
+    print(f"torch {torch.__version__}; T = {T} fresh batches of B = {B}, d = {d}, K_t in 1..8 "
+          f"({int(K.sum())} steps), float64\n")
+    print("| method | loss | lr | l2 | max abs difference of the batch-end iterates | max abs iterate |")
+    print("|---|---|---:|---:|---:|---:|")
+    worst = 0.0
+    for method, loss, l2 in itertools.product(("heavy_ball", "adam"), ("squared", "logistic"), (0.0, 1e-3)):
+        X = rng.standard_normal((T, B, d)) / np.sqrt(np.arange(1, d + 1))
+        w_star = rng.standard_normal(d)
+        Y = X @ w_star + 0.5 * rng.standard_normal((T, B)) if loss == "squared" else np.where(
+            rng.random((T, B)) < 1 / (1 + np.exp(-(X @ w_star))), 1.0, -1.0)
+        lr = 0.05 if method == "heavy_ball" else 0.02
+        _, (last, _, _), _ = kernel_run(X, Y, K, np.full(T, lr), method=method, loss=loss, l2=l2, momentum=0.9)
+        ref = torch_run(X, Y, K, lr, method, loss, l2, momentum=0.9, betas=(0.9, 0.999), eps=1e-8)
+        diff = float(np.abs(last - ref).max())
+        worst = max(worst, diff)
+        print(f"| {method} | {loss} | {lr:g} | {l2:g} | {diff:.2e} | {float(np.abs(ref).max()):.3g} |")
+    print(f"\nlargest difference {worst:.2e}")
+    return 0 if worst < 1e-10 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
