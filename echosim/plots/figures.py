@@ -611,8 +611,13 @@ cell{never_words}; {cap_words}.
 def caption_convergence_vs_echo(f: dict) -> str:
     lines = []
     for p in f["panels"]:
-        lr_words = (f"the tuned learning rate falls {p['lr_K']:.2g}-fold while K grows {p['K_ratio']:g}-fold "
-                    f"({p['lr']})" if math.isfinite(p["lr_K"]) else f"the tuned learning rate is {p['lr']}")
+        if not math.isfinite(p["lr_K"]):
+            lr_words = f"the tuned learning rate is {p['lr']}"
+        elif abs(p["lr_K"] - 1) < 0.05:
+            lr_words = f"the tuned learning rate stays put while K grows {p['K_ratio']:g}-fold ({p['lr']})"
+        else:
+            lr_words = (f"the tuned learning rate falls {p['lr_K']:.2g}-fold while K grows {p['K_ratio']:g}-fold "
+                        f"({p['lr']})")
         lines.append(f"- **B = {p['B']}:** {p['T']}; {p['BT']}; {p['KT']}; {lr_words}.")
     above = sum(p["above_cap"] for p in f["panels"])
     cap = (f"{above} tuned learning rates lie above 1/β = {1 / f['beta']:.3g}, the largest step the theory covers"
@@ -676,8 +681,11 @@ def caption_bounds_vs_simulation(f: dict) -> str:
             extra = (f" At this step the bound applies but is vacuous: it stays over a hundred times above the "
                      f"starting excess risk (≥ {_g(min(p['vacuous']))} at the end), so it is not drawn.")
         if p["method"] == "echoed_nesterov" and any(math.isfinite(c["dip"]) for c in p["curves"]):
-            extra += (" The dip and rebound are AGD's momentum: with μ_k = k/(k+3) never reset and a step far "
-                      "below 1/β, the last iterate overshoots the minimum and oscillates about it with a slowly "
+            beta = f["least_squares"]["beta"]
+            small = all(c["lr"] < 0.1 / beta for c in p["curves"]) if math.isfinite(beta) else False
+            extra += (" The dip and rebound are AGD's momentum: with μ_k = k/(k+3) never reset"
+                      + (" and a step far below 1/β" if small else "")
+                      + ", the last iterate overshoots the minimum and oscillates about it with a slowly "
                       "shrinking amplitude (the mean over seeds keeps the first crossing visible).")
         lines.append(f"- *{p['title']}*: " + "; ".join(parts) + "." + extra)
     return TEMPLATE_BOUNDS_VS_SIMULATION.format(**f, below_words=below, panel_lines="\n".join(lines))
