@@ -291,6 +291,39 @@ def session_members(sid: int) -> list[int]:
     return pids
 
 
+def open_pidfds(pids) -> list[int]:
+    """pidfds of the processes of `pids` still there (one already reaped is gone)."""
+    fds = []
+    for pid in pids:
+        try:
+            fds.append(os.pidfd_open(pid))
+        except ProcessLookupError:
+            pass
+    return fds
+
+
+def wait_until_exited(fds, what: str) -> None:
+    """Block until every pidfd in `fds` reports its process's exit (an event, not a clock)."""
+    import select
+
+    poller = select.poll()
+    for fd in fds:
+        poller.register(fd, select.POLLIN)
+    try:
+        left = len(fds)
+        while left:
+            events = poller.poll(60_000)  # a bound for a broken build, not a synchronisation
+            assert events, what
+            for fd, _ in events:
+                poller.unregister(fd)
+                left -= 1
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+@pytest.mark.skipif(not hasattr(os, "pidfd_open") or not Path("/proc/self/stat").exists(),
+                    reason="needs Linux pidfds and /proc")
 def test_resume_after_sigkill_loses_and_duplicates_nothing(tmp_path):
     cfg = tmp_path / "kill.toml"
     cfg.write_text(KILL_TOML)
@@ -299,8 +332,10 @@ def test_resume_after_sigkill_loses_and_duplicates_nothing(tmp_path):
     proc = start_sweep(cfg, killed)
     try:
         wait_for_finished_runs(proc, 4)
+        members = open_pidfds(session_members(proc.pid))
         os.killpg(proc.pid, signal.SIGKILL)  # the sweep and its workers, like a machine going down
         proc.wait()
+        wait_until_exited(members, "the sweep's processes outlived SIGKILL")  # a late worker holds --out's lock
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
@@ -321,8 +356,6 @@ def test_resume_after_sigkill_loses_and_duplicates_nothing(tmp_path):
 @pytest.mark.skipif(not hasattr(os, "pidfd_open") or not Path("/proc/self/stat").exists(),
                     reason="needs Linux pidfds and /proc")
 def test_workers_die_with_the_sweep_when_only_the_parent_is_killed(tmp_path):
-    import select
-
     cfg = tmp_path / "kill.toml"
     cfg.write_text(KILL_TOML)
     proc = start_sweep(cfg, tmp_path / "out")
@@ -333,16 +366,7 @@ def test_workers_die_with_the_sweep_when_only_the_parent_is_killed(tmp_path):
         pidfds = [os.pidfd_open(pid) for pid in workers]
         os.kill(proc.pid, signal.SIGKILL)  # the parent alone, as an OOM killer would
         proc.wait()
-        poller = select.poll()
-        for fd in pidfds:
-            poller.register(fd, select.POLLIN)
-        exited = set()
-        while len(exited) < len(pidfds):
-            events = poller.poll(60_000)  # a bound for a broken build, not a synchronisation
-            assert events, f"workers {session_members(proc.pid)} outlived their parent"
-            for fd, _ in events:
-                exited.add(fd)
-                poller.unregister(fd)
+        wait_until_exited(pidfds, f"workers {session_members(proc.pid)} outlived their parent")
         assert session_members(proc.pid) == []
     finally:
         for pid in session_members(proc.pid):
