@@ -35,6 +35,8 @@ def _jsonable(v):
         return int(v)
     if isinstance(v, (np.floating,)):
         return float(v)
+    if isinstance(v, np.bool_):
+        return bool(v)
     return v
 
 

@@ -865,23 +865,11 @@ def caption(name: str, facts: dict) -> str:
     return CAPTIONS[name][1](facts).strip()
 
 
-def _jsonable(obj):
-    if isinstance(obj, dict):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_jsonable(v) for v in obj]
-    if isinstance(obj, (np.integer,)):
-        return int(obj)
-    if isinstance(obj, (np.floating,)):
-        return float(obj)
-    if isinstance(obj, np.bool_):
-        return bool(obj)
-    return obj
-
-
 def write_caption(name: str, facts: dict, page: Path = DOCS_PAGE, facts_dir: Path = DOCS_DIR) -> None:
     """Write figure `name`'s facts (``<facts_dir>/<name>.json``) and its rendered caption
     into `page`, between ``<!-- caption: name -->`` and ``<!-- /caption -->``."""
+    from echosim.experiments.specs import _jsonable
+
     facts = json.loads(json.dumps(_jsonable(facts)))  # what the page is checked against, exactly
     facts_dir.mkdir(parents=True, exist_ok=True)
     (facts_dir / f"{name}.json").write_text(json.dumps(facts, indent=1, sort_keys=True) + "\n", encoding="utf-8")
@@ -915,6 +903,7 @@ def make_figures(out_dir=None, quick: bool = False, only=None, workers: int | No
     each figure that could not be made (e.g. a missing optional dependency); the others
     are made regardless.
     """
+    from echosim.experiments.specs import _jsonable
     from echosim.experiments.sweep import run_sweep
 
     names = list(FIGURES) if only is None else ([only] if isinstance(only, str) else list(only))
