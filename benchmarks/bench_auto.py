@@ -56,6 +56,8 @@ os.environ.setdefault("MKL_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
 
+from echosim.experiments.specs import _jsonable  # noqa: E402  (NumPy values to JSON, as the sweep does)
+
 POLICIES = ("sync", 2, 4, 8, "greedy", "auto")
 HALF_WINDOW = 4                       # the centred smoothing: 2 * 4 + 1 = 9 fresh batches
 
@@ -566,20 +568,6 @@ def _versions() -> str:
     import echosim
 
     return f"Python {platform.python_version()}, NumPy {np.__version__}, echosim {echosim.__version__}"
-
-
-def _jsonable(o):
-    if isinstance(o, dict):
-        return {str(k): _jsonable(v) for k, v in o.items()}
-    if isinstance(o, (list, tuple)):
-        return [_jsonable(v) for v in o]
-    if isinstance(o, np.ndarray):
-        return o.tolist()
-    if isinstance(o, (np.integer,)):
-        return int(o)
-    if isinstance(o, (np.floating,)):
-        return float(o)
-    return o
 
 
 def main(argv=None) -> int:
