@@ -515,7 +515,7 @@ def torch_case(args, seeds) -> str:
     run here (or read back from ``--torch-from``); reported as the other cases are."""
     from pathlib import Path
 
-    from echosim.planner.records import load_records
+    from echosim.loop.records import load_records
 
     sys.path.insert(0, os.path.abspath(args.torch_job))
     import rules  # benchmarks/torch_job/rules.py (torch-free)

@@ -50,10 +50,10 @@ _EXPORTS = {
     "median_band": "echosim.plots.views",
     "overlay": "echosim.plots.views",
     "plan": "echosim.planner.advisor",
-    "echoing": "echosim.planner.echoing",
-    "pilot": "echosim.planner.pilot",
-    "Records": "echosim.planner.records",
-    "load_records": "echosim.planner.records",
+    "echoing": "echosim.loop.echoing",
+    "pilot": "echosim.loop.pilot",
+    "Records": "echosim.loop.records",
+    "load_records": "echosim.loop.records",
 }
 _MODULES = {"datasets": "echosim.data.datasets"}  # public submodule shortcuts
 

@@ -1,5 +1,5 @@
 """The layer order of DESIGN.md, read from the source: no upward import, no cycle, and
-pure layers (theory, pipeline, training) import only NumPy, Numba, SciPy and the stdlib."""
+pure layers (theory, control, pipeline, training) import only NumPy, Numba, SciPy and the stdlib."""
 
 import ast
 import sys
@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-LAYERS = ("theory", "echosim.pipeline", "echosim.training", "echosim.data", "echosim.experiments", "echosim.planner",
-          "echosim.plots", "echosim.cli")
+LAYERS = ("theory", "echosim.control", "echosim.pipeline", "echosim.training", "echosim.data", "echosim.experiments",
+          "echosim.loop", "echosim.planner", "echosim.plots", "echosim.cli")
 """Bottom up: a module may import its own layer and the layers below it."""
-PURE = ("theory", "echosim.pipeline", "echosim.training")
+PURE = ("theory", "echosim.control", "echosim.pipeline", "echosim.training")
 PURE_THIRD_PARTY = {"numpy", "numba", "scipy"}
 FACADES = {"echosim", "echosim._moved", "echosim.__main__", "echosim._version"}
 LAZY_OPTIONAL = {"echosim.training.runner": {"pandas"}}

@@ -189,7 +189,7 @@ def format_tables(rows: list[dict], summary: list[dict], pilot: int) -> str:
 
 def load_dir(out: Path):
     """(job, runs as (record, arrays, Records), profiles by block) of a run directory."""
-    from echosim.planner.records import load_records
+    from echosim.loop.records import load_records
 
     job = json.loads((out / "job.json").read_text(encoding="utf-8"))
     runs = []

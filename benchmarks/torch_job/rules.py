@@ -48,7 +48,7 @@ RUN_ARRAYS = {
     "cap": "Records.cap: the most steps the batch could get (K, max_echo, or auto's cap)",
 }
 """The arrays of a run's NPZ file. echoing's complete `Records` are saved beside it
-(``<name>.records.npz``, read by ``echosim.planner.records.load_records``)."""
+(``<name>.records.npz``, read by ``echosim.loop.records.load_records``)."""
 
 RUN_KEYS = ("format", "name", "policy", "label", "seed", "block", "position", "config", "versions",
             "loadavg_start", "loadavg_end", "fresh_batches", "steps", "snapshot_seconds", "elapsed_seconds",

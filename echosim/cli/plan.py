@@ -106,7 +106,7 @@ def _cmd_plan(args) -> int:
         loader = {B: v if isinstance(v, str) else ",".join(v) for B, v in loader.items()}
     records = None
     if args.records:
-        from echosim.planner.records import load_records
+        from echosim.loop.records import load_records
 
         if loader is not None or args.step_time:
             raise ValueError("--records: give either --records (timing from your own run) or --loader and "

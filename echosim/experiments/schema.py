@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from echosim.experiments.analysis import DEFAULT_HOLD, DEFAULT_RULE, DEFAULT_WINDOW, RULES
-from echosim.pipeline.auto import AUTO_DEFAULTS, AUTO_OPTIONS
+from echosim.control.auto import AUTO_DEFAULTS, AUTO_OPTIONS
 from echosim.pipeline.model import CAPPED_POLICIES, POLICIES
 from echosim.training.losses import LOSSES
 from echosim.training.methods import HYPER_FIELDS, METHODS
@@ -240,9 +240,14 @@ FIELDS: dict[str, dict[str, Field]] = {
         "policy": Field("choice", "fixed", choices=tuple(POLICIES), doc="echo policy"),
         "max_echo": Field("int", 64, lo=1, applies=CAPPED_POLICIES, doc="bound on K_t under greedy and auto"),
         "window": Field("int", AUTO_DEFAULTS["window"], lo=AUTO_OPTIONS["window"][0], hi=AUTO_OPTIONS["window"][1],
-                        applies=("auto",), doc="auto: fresh batches per block of the cap's comparisons"),
-        "z": Field("float", AUTO_DEFAULTS["z"], lo=AUTO_OPTIONS["z"][0], hi=AUTO_OPTIONS["z"][1], applies=("auto",),
-                   doc="auto: standard errors a difference must pass to move the cap"),
+                        applies=("auto",), doc="auto: fresh batches per run of the caps' comparisons"),
+        "alpha": Field("float", AUTO_DEFAULTS["alpha"], lo=AUTO_OPTIONS["alpha"][0], hi=AUTO_OPTIONS["alpha"][1],
+                       applies=("auto",), doc="auto: the chance of any wrong move in the job"),
+        "min_effect": Field("float", AUTO_DEFAULTS["min_effect"], lo=AUTO_OPTIONS["min_effect"][0],
+                            hi=AUTO_OPTIONS["min_effect"][1], applies=("auto",),
+                            doc="auto: relative difference in rate below which two caps are equal"),
+        "start": Field("int", AUTO_DEFAULTS["start"], lo=AUTO_OPTIONS["start"][0], hi=AUTO_OPTIONS["start"][1],
+                       applies=("auto",), doc="auto: the cap to start from (at most max_echo)"),
         "shuffle_buffer": Field("int", lo=1, applies=("example",), doc="examples in the shuffle buffer"),
         "delivery": Field("choice", "ordered", choices=("ordered", "unordered")),
         "blocking": Field("choice", "after", choices=("after", "before")),

@@ -217,6 +217,7 @@ def loss_of(problem: dict) -> str:
 def build_pipeline(pipeline: dict, echo=None):
     """The Pipeline of a resolved pipeline dict; `echo` is K for the policies that take one."""
     from echosim.pipeline.service_times import as_service_time
+    from echosim.control.auto import AUTO_OPTIONS
     from echosim.pipeline.model import Pipeline
 
     kw = {k: pipeline[k] for k in ("workers", "prefetch", "policy", "delivery", "blocking", "switch_overhead")}
@@ -226,7 +227,7 @@ def build_pipeline(pipeline: dict, echo=None):
         kw["echo"] = echo
     if pipeline.get("shuffle_buffer") is not None:
         kw["shuffle_buffer"] = pipeline["shuffle_buffer"]
-    for key in ("window", "z"):  # policy "auto"
+    for key in AUTO_OPTIONS:  # policy "auto"
         if key in pipeline:
             kw[key] = pipeline[key]
     return Pipeline(as_service_time(pipeline["arrival"]), step_time=as_service_time(pipeline["step_time"]), **kw)

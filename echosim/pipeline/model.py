@@ -61,8 +61,8 @@ Policies (``policy``):
   needs min(S + (j+1)B - 1, total) echoed examples pulled; the remainder of fewer
   than B examples at the very end is dropped.
 - ``"auto"``: greedy under a cap c_t on K_t per fresh batch (1 <= c_t <= ``max_echo``),
-  which `echosim.pipeline.auto.AutoEcho` decides from the first-step losses of the
-  batches before it (options ``window``, ``z``). The caps depend on the training
+  which `echosim.control.auto.AutoEcho` decides by comparing caps on the first-step
+  losses of the batches before it (options ``window``, ``alpha``, ``min_effect``, ``start``). The caps depend on the training
   run, so the pipeline is simulated with it (`echosim.training.runner.run_coupled`),
   or with given caps (``simulate(..., caps=)``, which also caps "greedy" per batch).
 
@@ -109,7 +109,7 @@ from dataclasses import dataclass
 from typing import Any
 
 
-from echosim.pipeline.auto import AUTO_DEFAULTS, AUTO_OPTIONS
+from echosim.control.auto import AUTO_DEFAULTS, AUTO_OPTIONS, check_auto_option
 from echosim.pipeline.service_times import as_service_time
 from echosim.pipeline.service_times import ServiceTime
 from echosim.pipeline.sizes import check_fits
@@ -134,8 +134,8 @@ POLICIES: dict[str, Policy] = {p.name: p for p in (
     Policy("fixed", 1, ("echo",), "K_t steps on fresh batch t, K = echo rounded at random"),
     Policy("greedy", 2, ("max_echo",), "echo while waiting for the next batch, up to max_echo steps"),
     Policy("example", 3, ("echo", "shuffle_buffer"), "example echoing through a shuffle buffer"),
-    Policy("auto", 4, ("max_echo", "window", "z"), "greedy under an echo cap tuned online from the first-step "
-           "losses (echosim.pipeline.auto)", coupled=True),
+    Policy("auto", 4, ("max_echo", *AUTO_OPTIONS), "greedy under an echo cap chosen online by comparing caps "
+           "(echosim.control.auto)", coupled=True),
 )}
 """The registry of echo policies: name → row. Nothing else lists them or their codes."""
 ECHO_POLICIES = tuple(name for name, p in POLICIES.items() if "echo" in p.params)
@@ -174,22 +174,6 @@ def _choice(name: str, value: Any, allowed: tuple[str, ...]) -> str:
     return value
 
 
-def _auto_option(name: str, value: Any):
-    """An option of policy "auto" within `AUTO_OPTIONS` (int window, float z)."""
-    lo, hi = AUTO_OPTIONS[name]
-    if name == "window":
-        ok = not isinstance(value, bool) and isinstance(value, numbers.Integral) and lo <= value <= hi
-        if not ok:
-            raise ValueError(f"Pipeline.window must be an integer in {lo}..{hi} (fresh batches per block of "
-                             f"policy 'auto'), got {value!r}")
-        return int(value)
-    ok = not isinstance(value, bool) and isinstance(value, numbers.Real) and math.isfinite(value) and lo <= value <= hi
-    if not ok:
-        raise ValueError(f"Pipeline.z must be a number in {lo:g}..{hi:g} (standard errors, policy 'auto'), "
-                         f"got {value!r}")
-    return float(value)
-
-
 def _service(name: str, value: Any) -> ServiceTime:
     try:
         return as_service_time(value)
@@ -226,10 +210,11 @@ class Pipeline:
     shuffle_buffer : int or None
         S >= 1 examples, "example" only; None means ``batch_size * ceil(echo)``
         (about one fresh batch's echoed copies).
-    window, z : int, float or None
-        "auto" only (`echosim.pipeline.auto.AutoEcho`): fresh batches per block of
-        the cap's comparisons (default 8) and the standard errors a difference must
-        pass to move the cap (default 1.0).
+    window, alpha, min_effect, start : int, float, float, int or None
+        "auto" only (`echosim.control.auto.AutoEcho`): fresh batches per run of its
+        comparisons (default 8), the chance of any wrong move in the job (0.1), the
+        relative difference in rate below which two caps count as equal (0.05), the
+        cap to start from (1, at most ``max_echo``).
     """
 
     arrival: ServiceTime
@@ -244,7 +229,9 @@ class Pipeline:
     switch_overhead: float = 0.0
     shuffle_buffer: int | None = None
     window: int | None = None
-    z: float | None = None
+    alpha: float | None = None
+    min_effect: float | None = None
+    start: int | None = None
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -282,7 +269,7 @@ class Pipeline:
                 )
             set_(self, "shuffle_buffer", _int_field("Pipeline.shuffle_buffer", S, 1))
             check_fits("Pipeline.shuffle_buffer", self.shuffle_buffer, 8, what="the example ids it holds")
-        for name in ("window", "z"):
+        for name in AUTO_OPTIONS:
             v = getattr(self, name)
             if name not in params:
                 if v is not None:
@@ -290,6 +277,9 @@ class Pipeline:
                     raise ValueError(f"Pipeline.{name} applies only to policy {' and '.join(map(repr, takes))}, "
                                      f"got {v!r} with policy {self.policy!r}")
                 continue
-            set_(self, name, _auto_option(name, AUTO_DEFAULTS[name] if v is None else v))
+            set_(self, name, check_auto_option(name, AUTO_DEFAULTS[name] if v is None else v, "Pipeline"))
+        if self.start is not None and self.start > self.max_echo:
+            raise ValueError(f"Pipeline.start must be at most max_echo = {self.max_echo} (the cap 'auto' starts "
+                             f"from), got {self.start}")
 
 

@@ -2,15 +2,12 @@
 
 `plan` (also `echosim.plan`) turns a loader's timing, the step time and the problem's
 response to echoing into candidates (sync, fixed K, greedy; batch sizes; loader
-workers), their wall-clock to target and a recommendation. `echoing` echoes batches
-in a real training loop and records what happened (`Records`); `pilot` runs a short
-pilot through it, whose records `plan` can take its timing from.
+workers), their wall-clock to target and a recommendation. It reads records of the
+user's own loop (`echosim.loop`: `echoing`, `Records`, `pilot`), kept here by name too.
 """
 
+from echosim.loop import Records, echoing, load_records, pilot
 from echosim.planner.advisor import Plan, plan
-from echosim.planner.echoing import echoing
-from echosim.planner.pilot import pilot
-from echosim.planner.records import Records, load_records
 from echosim.planner.response import fit_response
 from echosim.planner.timing import fit_loader, fit_times, parse_duration, parse_service_time
 

@@ -336,7 +336,7 @@ def _timing(loader, step_time, records, Bs, Ws) -> _Timing:
     if Ws != [1]:
         raise ValueError("workers: records time your loader as it ran, with its own workers; to compare worker "
                          "counts, profile one worker alone (loader=) instead")
-    from echosim.planner.pilot import recorded_timing
+    from echosim.planner.recorded import recorded_timing
 
     recorded = recorded_timing(records, Bs)
     parts = []

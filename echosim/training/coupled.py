@@ -1,19 +1,21 @@
 """Policy "auto" simulated: the pipeline and the training run advanced together.
 
 Under "auto" the cap on K_t of each fresh batch is decided from the first-step losses
-of the batches before it (`echosim.pipeline.auto.AutoEcho`, the same object a real
-loop's `echosim.echoing` consults), so neither the pipeline nor the optimizer can be
-run alone. `echosim.training.runner.run_coupled` (via `drive`) interleaves them a block at a time:
+of the batches before it (`echosim.control.auto.AutoEcho`, fed by the same
+`echosim.control.Driver` as a real loop's `echosim.echoing`), so neither the pipeline
+nor the optimizer can be run alone. `echosim.training.runner.run_coupled` (via `drive`)
+interleaves them a block at a time:
 
 1. the pipeline's event loop runs until the accelerator is about to take a batch whose
    cap is not decided yet (`echosim.pipeline.schedule.simulate_deciding`); the K_t
    and take times of every batch before it are final by then;
 2. the optimizer (`echosim.training.runner.Run`) advances over the batches not yet
    trained on by those K_t, recording each batch's first-step loss;
-3. the controller is told what a real loop tells it, in the same order, batch by
-   batch: ``cap(t, tau_t)``, ``observe(t, y_t, tau_t)``, ``batch_done(K_t)``; then
-   ``cap(n, tau_n)`` for the waiting batch gives its cap, which holds for the rest of
-   the controller's block (`AutoEcho.cap_holds`): the event loop runs on that far.
+3. the driver is told what a real loop tells it, in the same order, batch by batch:
+   ``begin(t, tau_t)``, ``first_loss(t, y_t)``, ``end(t, K_t)``, with tau_t the time
+   batch t's first step begins (its take time plus the switch overhead); then
+   ``begin(n, tau_n)`` for the waiting batch gives its cap, which holds for the rest of
+   the controller's run (`Driver.holds`): the event loop runs on that far.
 
 The event loop pauses before a take, where nothing has changed yet, so the schedule
 is bitwise ``simulate(pipeline, T, seed, caps=<the caps decided>)`` and the trajectory
@@ -28,7 +30,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from echosim.pipeline.auto import AutoEcho
+from echosim.control import Driver, make_controller
+from echosim.control.auto import AUTO_OPTIONS
 from echosim.pipeline.model import POLICIES, Pipeline
 from echosim.pipeline.schedule import Schedule, simulate_deciding
 
@@ -74,40 +77,37 @@ def drive(run, pipeline: Pipeline, pipeline_seed) -> Coupled:
         raise ValueError(f"{type(run.optimizers[0]).__name__} takes one step per fresh batch; policy 'auto' "
                          "echoes (use an echoed method, or policy 'sync')")
     T = run.T
-    ctrl = AutoEcho(max_echo=pipeline.max_echo, window=pipeline.window, z=pipeline.z)
+    driver = Driver(make_controller("auto", max_echo=pipeline.max_echo,
+                                    options={k: getattr(pipeline, k) for k in AUTO_OPTIONS}))
     h = pipeline.switch_overhead
     caps = np.zeros(T, dtype=np.int64)
-    done = [0, 0]  # batches trained on (and told to the controller); batches whose cap was asked for
-    dead = [False]  # a first-step loss was not finite: the controller caps at 1 from then on
+    done = [0, 0]  # batches trained on (and told to the driver); batches begun
+
+    def begin(t, take):
+        c = driver.begin(t, float(take) + h)
+        done[1] = t + 1
+        return c
 
     def tell(n, K, take):
-        """Train on batches done..n-1 and tell the controller, in a real loop's order."""
+        """Train on batches done..n-1 and tell the driver, in a real loop's order."""
         t0 = done[0]
         if n == t0:
             return
         first = run.advance(K[t0:n])
         for t in range(t0, n):
-            tau = float(take[t]) + h  # the loop time of batch t's first step
             if t >= done[1]:
-                c = ctrl.cap(t, float(take[t]))
-                if c != caps[t] and not dead[0]:  # pragma: no cover - cap_holds promised it
-                    raise RuntimeError(f"auto: the cap of batch {t} changed within a block ({caps[t]} -> {c}); "
+                c = begin(t, take[t])
+                if c != caps[t] and not driver.dead:  # pragma: no cover - Driver.holds promised it
+                    raise RuntimeError(f"auto: the cap of batch {t} changed within a run ({caps[t]} -> {c}); "
                                        "please report")
-                done[1] = t + 1
-            y = float(first[t - t0])
-            if math.isfinite(y):
-                ctrl.observe(t, y, tau)
-            else:  # the run diverged: a real loop falls back to K = 1
-                ctrl.diverged()
-                dead[0] = True
-            ctrl.batch_done(int(K[t]))
+            driver.first_loss(t, float(first[t - t0]))
+            driver.end(t, int(K[t]))
         done[0] = n
 
     def decide(n, tau, K, take):
         tell(n, K, take)
-        c = ctrl.cap(n, tau)
-        done[1] = n + 1
-        m = T - n if dead[0] else min(ctrl.cap_holds(), T - n)  # after a divergence: 1 to the end
+        c = begin(n, tau)
+        m = min(driver.holds(), T - n)
         caps[n:n + m] = c
         return caps[n:n + m]
 
@@ -115,4 +115,4 @@ def drive(run, pipeline: Pipeline, pipeline_seed) -> Coupled:
     tell(T, schedule.steps_per_batch, schedule.take_time)
     traj = run.trajectory()
     traj = dataclasses.replace(traj, time=schedule.time_after(traj.steps))
-    return Coupled(trajectory=traj, schedule=schedule, caps=caps, decisions=tuple(ctrl.decisions))
+    return Coupled(trajectory=traj, schedule=schedule, caps=caps, decisions=tuple(driver.controller.decisions))

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from echosim.planner.records import Records
+from echosim.loop.records import Records
 
 PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "torch_job" / "plan_check.py"
 _spec = importlib.util.spec_from_file_location("torch_job_plan_check", PATH)

@@ -19,23 +19,24 @@ def _config(**pipeline):
             "sweep": {"n_batches": 300, "lr_extend": 0}}
 
 
-def test_auto_takes_max_echo_window_and_z_and_no_echo():
-    conf = parse_config(_config(window=6, z=1.5), source="<test>")
+def test_auto_takes_max_echo_and_its_options_and_no_echo():
+    conf = parse_config(_config(window=6, alpha=0.05), source="<test>")
     spec = conf.runs[0]
-    assert spec.echo is None and {spec.pipeline[k] for k in ("window", "z", "max_echo")} == {6, 1.5, 16}
+    assert spec.echo is None and {spec.pipeline[k] for k in ("window", "alpha", "max_echo")} == {6, 0.05, 16}
     p = build_pipeline(spec.pipeline, spec.echo)
-    assert (p.policy, p.window, p.z, p.max_echo) == ("auto", 6, 1.5, 16)
+    assert (p.policy, p.window, p.alpha, p.max_echo) == ("auto", 6, 0.05, 16)
     default = parse_config(_config(), source="<test>").runs[0].pipeline
-    assert (default["window"], default["z"]) == (8, 1.0)
+    assert (default["window"], default["alpha"], default["min_effect"], default["start"]) == (8, 0.1, 0.05, 1)
     greedy = parse_config(_config(policy="greedy"), source="<test>").runs[0].pipeline
-    assert "window" not in greedy and "z" not in greedy  # greedy's run ids do not change
+    assert "window" not in greedy and "alpha" not in greedy  # greedy's run ids do not change
 
 
 @pytest.mark.parametrize("pipeline, sweep, key", [
     ({"window": 1}, {}, "pipeline.window"),
     ({"window": 2.5}, {}, "pipeline.window"),
-    ({"z": -1.0}, {}, "pipeline.z"),
-    ({"z": 11.0}, {}, "pipeline.z"),
+    ({"alpha": 0.0}, {}, "pipeline.alpha"),
+    ({"alpha": 0.9}, {}, "pipeline.alpha"),
+    ({"start": 0}, {}, "pipeline.start"),
     ({"policy": "fixed", "window": 4}, {}, "pipeline.window"),
     ({}, {"time_budget": 100.0}, "sweep.time_budget"),
     ({}, {"max_steps": 100}, "sweep.max_steps"),
@@ -76,4 +77,4 @@ def test_auto_runs_go_through_the_coupled_driver_and_record_the_caps():
                         pipeline_seed=spec.pipeline_seed, quiet=True)
         assert row["auto.caps"] == c.summary()["caps"] and row["n_steps"] == c.schedule.n_steps
         assert row["mean_echo"] == pytest.approx(c.schedule.steps_per_batch.mean())
-        assert row["auto.first_cap"] == 16
+        assert row["auto.first_cap"] == 1  # it starts small, not at max_echo = 16

@@ -125,11 +125,13 @@ def test_caps_apply_to_greedy_and_auto_only_and_auto_needs_them():
     (dict(policy="auto", window=1), "Pipeline.window"),
     (dict(policy="auto", window=2.5), "Pipeline.window"),
     (dict(policy="auto", window=10_001), "Pipeline.window"),
-    (dict(policy="auto", z=-0.1), "Pipeline.z"),
-    (dict(policy="auto", z=math.nan), "Pipeline.z"),
-    (dict(policy="auto", z=11.0), "Pipeline.z"),
+    (dict(policy="auto", alpha=-0.1), "Pipeline.alpha"),
+    (dict(policy="auto", alpha=math.nan), "Pipeline.alpha"),
+    (dict(policy="auto", min_effect=1.5), "Pipeline.min_effect"),
+    (dict(policy="auto", start=0), "Pipeline.start"),
+    (dict(policy="auto", max_echo=8, start=16), "Pipeline.start must be at most max_echo"),
     (dict(policy="greedy", window=4), "Pipeline.window applies only to policy 'auto'"),
-    (dict(policy="sync", z=1.0), "Pipeline.z applies only to policy 'auto'"),
+    (dict(policy="sync", alpha=0.1), "Pipeline.alpha applies only to policy 'auto'"),
 ])
 def test_bad_auto_options_name_the_field(kwargs, field):
     with pytest.raises(ValueError, match=field):
@@ -137,10 +139,10 @@ def test_bad_auto_options_name_the_field(kwargs, field):
 
 
 def test_auto_options_default_to_the_controllers():
-    from echosim.pipeline.auto import AUTO_DEFAULTS
+    from echosim.control.auto import AUTO_DEFAULTS
 
     p = Pipeline(2.0, policy="auto")
-    assert (p.window, p.z) == (AUTO_DEFAULTS["window"], AUTO_DEFAULTS["z"])
+    assert {k: getattr(p, k) for k in AUTO_DEFAULTS} == AUTO_DEFAULTS
     assert Pipeline(2.0, policy="greedy").window is None
 
 

@@ -9,14 +9,20 @@ the loop iterates over `echoing` instead and gets each fresh batch K times:
   would leave the accelerator idle;
 - ``policy=K`` (an integer): exactly K times (Choi et al.'s batch echoing with echo
   factor e = K); ``policy="sync"`` is K = 1 (prefetching only);
-- ``policy="auto"``: greedy under an echo cap that it tunes from the losses the loop
-  reports (`report`), so that echoed steps are taken only while they speed training
-  up (`echosim.pipeline.auto`; docs/background/auto-echo.md).
+- ``policy="auto"``: greedy under an echo cap chosen by comparing caps on what the loop
+  reports (`report`): a cap moves only when a test shows a neighbour is faster, with the
+  chance of any wrong move in the job bounded (`echosim.control.auto`;
+  docs/background/auto-echo.md).
 
-The loop may tell it the loss of every step with ``it.report(loss)``. It records, per
-fresh batch, how long the iterable took to produce it, how long the loop waited for
-it, how many steps used it, and per step its time and loss: `records` returns them
-(`echosim.planner.records.Records`) to plan from, `summary` condenses them. No torch
+The loop may tell it the loss of every step with ``it.report(loss)``, and, optionally,
+what an echoed step is worth: ``lagged_loss=`` (on a fresh batch's first step, its loss
+at the weights the previous fresh batch started from: the paired next-batch progress),
+``probe=`` (a held-out loss, when ``it.probe_due``) and ``grad_sq=`` (squared gradient
+norms at two batch sizes: the gradient-noise scale). `echosim.loop.torch.EchoMeter`
+computes them for a PyTorch model. It records, per fresh batch, how long the iterable
+took to produce it, how long the loop waited for it, how many steps used it and the
+signals, and per step its time and loss: `records` returns them
+(`echosim.loop.records.Records`) to plan from, `summary` condenses them. No torch
 dependency: it only calls ``iter()`` and ``next()``.
 
 The background thread ends when the iterable does, at `close`, or when the `echoing`
@@ -46,6 +52,10 @@ import weakref
 from collections.abc import Callable, Iterable, Iterator
 
 import numpy as np
+
+from echosim.control import Driver, diverging, make_controller
+from echosim.loop.records import SIGNAL_FIELDS
+from echosim.control.auto import AUTO_DEFAULTS, AUTO_OPTIONS, check_auto_option
 
 __all__ = ["echoing"]
 
@@ -172,8 +182,9 @@ class echoing:  # noqa: N801 - used like a function: `for batch in echoing(loade
     clock : callable
         Seconds, monotonic (default `time.perf_counter`).
     auto : dict, optional
-        Options of policy "auto" (`echosim.pipeline.auto.AutoEcho`): ``window``
-        (fresh batches per block, >= 2), ``z`` (the decisions' significance).
+        Options of policy "auto" (`echosim.control.auto.AutoEcho`): ``window`` (fresh
+        batches per run), ``alpha`` (the chance of any wrong move in the job),
+        ``min_effect`` (relative rates this close are equal), ``start`` (the first cap).
 
     Attributes
     ----------
@@ -215,20 +226,15 @@ class echoing:  # noqa: N801 - used like a function: `for batch in echoing(loade
                              "re-iterated; pass a re-iterable such as a DataLoader or a list, or epochs=1")
         if auto is not None and policy != "auto":
             raise ValueError(f"auto: options of policy 'auto', but policy is {policy!r}")
-        if auto is not None:
-            from echosim.pipeline.auto import AUTO_OPTIONS
-
-            unknown = [k for k in (auto if isinstance(auto, dict) else {"?": 0}) if k not in AUTO_OPTIONS]
-            if not isinstance(auto, dict) or unknown:
-                raise ValueError(f"auto: expected a dict of options {', '.join(AUTO_OPTIONS)}, got "
-                                 f"{auto!r}")
+        if auto is not None and not isinstance(auto, dict):
+            raise ValueError(f"auto: expected a dict of options {', '.join(AUTO_OPTIONS)}, got {auto!r}")
+        for k, v in (auto or {}).items():
+            check_auto_option(k, v)
         self.policy = policy if policy in ("greedy", "auto") else ("sync" if self.K == 1 else "fixed")
         self.max_echo = int(max_echo)
-        self._controller = None
-        if self.policy == "auto":
-            from echosim.pipeline.auto import AutoEcho
-
-            self._controller = AutoEcho(max_echo=self.max_echo, **(auto or {}))
+        self._controller = make_controller(self.policy, K=self.K or 1, max_echo=self.max_echo, options=auto)
+        self._driver = Driver(self._controller)
+        self._window = self._controller.window if self.policy == "auto" else AUTO_DEFAULTS["window"]
         self._clock = clock
         self._batch_size = None if batch_size is None else int(batch_size)
         self._batch_size_given = batch_size is not None
@@ -258,6 +264,8 @@ class echoing:  # noqa: N801 - used like a function: `for batch in echoing(loade
         self._step_typical = 0.0
         self._warned_no_report = False
         self._warned_nan = False
+        self._signals = {k: [] for k in SIGNAL_FIELDS}  # per fresh batch, NaN where not reported
+        self._small: list[int] = []
         self._feed = _Feed(iterable, epochs, int(prefetch), clock)
         self._thread = threading.Thread(target=self._feed.run, name="echosim-echoing", daemon=True)
         self._finalizer = weakref.finalize(self, self._feed.stop)
@@ -299,8 +307,7 @@ class echoing:  # noqa: N801 - used like a function: `for batch in echoing(loade
     def _finish_batch(self) -> None:
         if self._have:
             self.echo.append(self._k)
-            if self._controller is not None:
-                self._controller.batch_done(self._k)
+            self._driver.end(len(self.echo) - 1, self._k)
         self._have = False
 
     def _take(self, timeout: float | None = None) -> bool:
@@ -332,15 +339,17 @@ class echoing:  # noqa: N801 - used like a function: `for batch in echoing(loade
         return True
 
     def _cap_for_new_batch(self) -> int:
-        if self.K is not None:
-            return self.K
-        if self._controller is None:
-            return self.max_echo
-        if not self._warned_no_report and len(self.echo) >= 2 and not any(math.isfinite(x) for x in self._loss):
+        t = len(self.load_time) - 1
+        for signal in self._signals.values():
+            signal.append(math.nan)
+        self._small.append(0)
+        if (self.policy == "auto" and not self._warned_no_report and len(self.echo) >= 2
+                and not any(math.isfinite(x) for x in self._loss)):
             self._warned_no_report = True
             warnings.warn("echoing(policy='auto'): no loss has been reported (call it.report(loss) after each "
-                          "step); behaving as greedy", RuntimeWarning, stacklevel=4)
-        return self._controller.cap(len(self.load_time) - 1, self._now())
+                          "step); without a signal it cannot compare caps and stays at its starting cap "
+                          f"{self._controller.incumbent}", RuntimeWarning, stacklevel=4)
+        return self._driver.begin(t, self._now())
 
     def _switch(self) -> bool:
         """Greedy's decision after a step: move to the next fresh batch now (True) or echo."""
@@ -378,39 +387,88 @@ class echoing:  # noqa: N801 - used like a function: `for batch in echoing(loade
         self._step_start.append(self._yielded - self._t0)
         return self._current
 
-    def report(self, loss) -> None:
-        """The loss of the step just taken (a float, e.g. ``loss.item()``).
+    @property
+    def is_echo(self) -> bool:
+        """Is the batch just yielded a repeat (an echoed step), not its first step?"""
+        return self._k > 1
 
-        The first step's loss on a fresh batch is measured before the model has trained on
-        that batch: an unbiased estimate of the current population loss, which policy
-        "auto" acts on; the others are recorded. A non-finite loss means the run diverged:
-        it is recorded, said once, and "auto" falls back to K = 1.
+    @property
+    def probe_due(self) -> bool:
+        """Should the loop report a held-out probe loss with this step (``report(loss, probe=...)``)?
+        True on the first step of every ``window``-th fresh batch: where policy "auto" starts
+        a run of one cap, so that the probe measures each run's progress."""
+        return self._have and self._k == 1 and (len(self.load_time) - 1) % self._window == 0
+
+    def report(self, loss, *, lagged_loss=None, probe=None, grad_sq=None) -> None:
+        """What the step just taken measured: its loss (a number, e.g. ``loss.item()``, or a 0-d
+        tensor), and optionally what an echoed step is worth.
+
+        Parameters
+        ----------
+        loss
+            The step's loss. The first step's loss on a fresh batch is measured before the
+            model has trained on that batch: an unbiased estimate of the population loss.
+        lagged_loss : number or (number, number), optional
+            On a fresh batch's first step only: the batch's loss at the weights the
+            previous fresh batch started from (one extra forward pass at a weight snapshot).
+            Its difference from `loss` is the paired next-batch progress of the previous
+            batch; give a pair ``(at the snapshot, at the current weights)`` when the loss
+            of the extra passes differs from the training forward pass (dropout, batch norm).
+        probe : number, optional
+            A held-out loss at the current weights (when `probe_due`).
+        grad_sq : (b, |g_b|^2, |g_B|^2), optional
+            Squared gradient norms on the first b examples and on the whole batch of B:
+            the gradient-noise scale (`echosim.loop.signals.noise_scale`).
+
+        A loss or signal that is not finite (or beyond 1e150) means the run diverged: it
+        is recorded, said once, and "auto" falls back to K = 1.
         """
-        if isinstance(loss, bool) or isinstance(loss, (str, bytes)):
-            raise ValueError(f"report: loss must be a number (a float), got {loss!r}")
-        try:
-            value = float(loss)
-        except (TypeError, ValueError):
-            raise ValueError(f"report: loss must be a number (a float, e.g. loss.item()), got "
-                             f"{type(loss).__name__} {loss!r:.60}") from None
+        value = _real("report: loss", loss)
         if not self._step_batch:
             raise ValueError("report: no step has been taken yet (report the loss after each step)")
         if not math.isnan(self._loss[-1]):
             raise ValueError(f"report: the loss of step {len(self._loss) - 1} was reported already "
                              "(report once per step)")
+        t = len(self.load_time) - 1
+        extra = {}
+        if lagged_loss is not None:
+            if self._k != 1:
+                raise ValueError("lagged_loss: only on a fresh batch's first step (it.is_echo is True here)")
+            pair = lagged_loss if isinstance(lagged_loss, tuple) else (lagged_loss, None)
+            if len(pair) != 2:
+                raise ValueError(f"report: lagged_loss: expected a number or a pair of numbers, got {lagged_loss!r:.80}")
+            extra["lagged_before"] = _real("report: lagged_loss", pair[0])
+            extra["lagged_after"] = value if pair[1] is None else _real("report: lagged_loss", pair[1])
+        if probe is not None:
+            extra["probe"] = _real("report: probe", probe)
+        if grad_sq is not None:
+            small, sq_small, sq_full = _grad_sq(grad_sq, self._batch_size)
         self._loss[-1] = value
-        if not math.isfinite(value):
+        bad = [k for k, v in (("loss", value), *extra.items()) if diverging(v)]
+        if bad:
             if not self._warned_nan:
                 self._warned_nan = True
-                warnings.warn(f"echoing: the reported loss is {value} at step {len(self._loss) - 1}: the training "
-                              "run diverged" + ("; policy 'auto' falls back to K = 1" if self._controller else ""),
+                what = bad[0].replace("lagged_before", "lagged_loss").replace("lagged_after", "lagged_loss")
+                warnings.warn(f"echoing: the reported {what} is {value if bad[0] == 'loss' else extra[bad[0]]} at "
+                              f"step {len(self._loss) - 1}: the training run diverged"
+                              + ("; policy 'auto' falls back to K = 1" if self.policy == "auto" else ""),
                               RuntimeWarning, stacklevel=2)
-            if self._controller is not None:
-                self._controller.diverged()
+            self._driver.diverged()
+            if self.policy == "auto":
                 self._cap_now = 1
+        for k, v in extra.items():
+            self._signals[k][t] = v
+        if grad_sq is not None:
+            self._small[t] = small
+            self._signals["grad_sq_small"][t], self._signals["grad_sq_full"][t] = sq_small, sq_full
+        if bad:
             return
-        if self._k == 1 and self._controller is not None:
-            self._controller.observe(len(self.load_time) - 1, value, self._step_start[-1])
+        if self._k == 1:
+            self._driver.first_loss(t, value)
+            if "lagged_before" in extra:
+                self._driver.lagged_loss(t, extra["lagged_before"] - extra["lagged_after"] + value)
+        if "probe" in extra:
+            self._driver.probe(t, extra["probe"])
 
     def close(self) -> None:
         """Stop the background thread (it finishes the batch it is producing, if any)."""
@@ -429,13 +487,13 @@ class echoing:  # noqa: N801 - used like a function: `for batch in echoing(loade
     # ---- what was measured
 
     def records(self):
-        """Everything measured so far, as `echosim.planner.records.Records` (times in seconds)."""
-        from echosim.planner.records import Records
+        """Everything measured so far, as `echosim.loop.records.Records` (times in seconds)."""
+        from echosim.loop.records import Records
 
         K = list(self.echo) + ([self._k] if self._have else [])
         T = len(K)
         step_time = list(self._step_time) + [math.nan] * (len(self._step_batch) - len(self._step_time))
-        decisions = tuple(self._controller.decisions) if self._controller is not None else ()
+        decisions = tuple(self._controller.decisions)
         return Records(
             policy=self.policy, echo=self.K, batch_size=self._batch_size,
             load_time=np.asarray(self.load_time[:T], dtype=float),
@@ -446,6 +504,8 @@ class echoing:  # noqa: N801 - used like a function: `for batch in echoing(loade
             step_batch=np.asarray(self._step_batch, dtype=np.int64),
             step_start=np.asarray(self._step_start, dtype=float),
             step_time=np.asarray(step_time, dtype=float), loss=np.asarray(self._loss, dtype=float),
+            small_batch=np.asarray(self._small[:T], dtype=np.int64),
+            **{k: np.asarray(v[:T], dtype=float) for k, v in self._signals.items()},
             decisions=decisions)
 
     def summary(self) -> dict:
@@ -453,7 +513,7 @@ class echoing:  # noqa: N801 - used like a function: `for batch in echoing(loade
         per second, and the loop's busy fraction in steady state (``utilization``; the wait
         fraction is 1 minus it). Paused time is left out. NaN where nothing was measured."""
         s = self.records().summary()
-        if self._controller is not None:
+        if self.policy == "auto":
             s["auto"] = self._controller.describe()
         return s
 
@@ -463,3 +523,49 @@ class echoing:  # noqa: N801 - used like a function: `for batch in echoing(loade
         if not self.load_time:
             raise ValueError("trace: no batch has been produced yet")
         return self.records().trace(mode)
+
+
+def _real(name: str, value) -> float:
+    """A real number from a Python or NumPy scalar, a 0-d array or a 0-d tensor of any framework;
+    ValueError naming `name` and the type for anything else."""
+    if isinstance(value, (bool, np.bool_, str, bytes)) or isinstance(value, (list, tuple, dict, set)):
+        raise ValueError(f"{name}: expected a real number (a float, or a 0-d array or tensor), got "
+                         f"{type(value).__name__} {value!r:.60}")
+    if isinstance(value, numbers.Real):
+        try:
+            return float(value)
+        except OverflowError:
+            raise ValueError(f"{name}: {value!r:.40} does not fit a float") from None
+    shape = getattr(value, "shape", None)
+    if shape is None or not hasattr(value, "item"):
+        raise ValueError(f"{name}: expected a real number (a float, or a 0-d array or tensor), got "
+                         f"{type(value).__name__}")
+    if tuple(shape) != ():
+        raise ValueError(f"{name}: expected a scalar (0-d), got a {type(value).__name__} of shape {tuple(shape)}")
+    is_complex = getattr(value, "is_complex", None)
+    dtype = getattr(value, "dtype", None)
+    if (callable(is_complex) and is_complex()) or (isinstance(dtype, np.dtype) and dtype.kind == "c"):
+        raise ValueError(f"{name}: expected a real number, got a complex {type(value).__name__}")
+    try:
+        v = value.item()
+    except Exception as exc:  # noqa: BLE001 - a tensor on a device it cannot be read from
+        raise ValueError(f"{name}: could not read the value of this {type(value).__name__} "
+                         f"({type(exc).__name__}: {exc})"[:300]) from None
+    if isinstance(v, bool) or not isinstance(v, numbers.Real):
+        raise ValueError(f"{name}: expected a real number, got {type(value).__name__} holding {type(v).__name__}")
+    return float(v)
+
+
+def _grad_sq(value, B):
+    """(b, |g_b|^2, |g_B|^2) checked: 1 <= b < B integers, squared norms finite and >= 0."""
+    if not isinstance(value, tuple) or len(value) != 3:
+        raise ValueError(f"report: grad_sq: expected a tuple (b, |g_b|^2, |g_B|^2), got {value!r:.80}")
+    b = value[0]
+    if B is None:
+        raise ValueError("report: grad_sq: the batch size B is unknown (pass batch_size= to echoing)")
+    if isinstance(b, bool) or not isinstance(b, numbers.Integral) or not 1 <= b < B:
+        raise ValueError(f"report: grad_sq: b must be an integer in 1..{B - 1} (a part of the batch of B = {B}), got {b!r}")
+    sq = [_real("report: grad_sq", x) for x in value[1:]]
+    if not all(math.isfinite(x) and x >= 0 for x in sq):
+        raise ValueError(f"report: grad_sq: squared norms must be finite and >= 0, got {sq}")
+    return int(b), sq[0], sq[1]

@@ -22,17 +22,23 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import numbers
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-__all__ = ["Records", "load_records"]
+__all__ = ["Records", "load_records", "SIGNAL_FIELDS"]
 
-_BATCH_FIELDS = ("load_time", "load_censored", "wait_time", "steps_per_batch", "cap", "epoch")
+SIGNAL_FIELDS = ("lagged_before", "lagged_after", "probe", "grad_sq_small", "grad_sq_full")
+"""The optional signals, one float per fresh batch (NaN where the loop did not report one)."""
+_BATCH_FIELDS = ("load_time", "load_censored", "wait_time", "steps_per_batch", "cap", "epoch", "small_batch",
+                 *SIGNAL_FIELDS)
 _STEP_FIELDS = ("step_batch", "step_start", "step_time", "loss")
-_FORMAT = "echosim-records-1"
+_FORMAT = "echosim-records-2"
+_FORMATS = ("echosim-records-1", _FORMAT)  # version 1 had no signals
+_OPTIONAL = ("small_batch", *SIGNAL_FIELDS)
 
 
 @dataclass(frozen=True, eq=False)
@@ -69,6 +75,16 @@ class Records:
         (NaN for a step still running when the records were taken).
     loss : float64[N]
         The loss reported for step j (`echoing.report`), NaN where none was.
+    small_batch : int64[T]
+        b of the gradient-noise signal (0 where none was reported).
+    lagged_before, lagged_after : float64[T]
+        Batch t's loss at the weights batch t-1 started from, and at the weights batch t
+        began with (the first step's loss unless reported apart): their difference is the
+        paired progress of batch t-1 (`paired_progress`).
+    probe : float64[T]
+        A held-out loss reported on batch t's steps.
+    grad_sq_small, grad_sq_full : float64[T]
+        Squared gradient norms on the first ``small_batch`` examples and on the batch.
     decisions : tuple of dict
         "auto" only: every decision and the estimates it acted on.
     """
@@ -87,9 +103,20 @@ class Records:
     step_time: np.ndarray = field(repr=False)
     loss: np.ndarray = field(repr=False)
     decisions: tuple = field(default=(), repr=False)
+    small_batch: np.ndarray | None = field(default=None, repr=False)
+    lagged_before: np.ndarray | None = field(default=None, repr=False)
+    lagged_after: np.ndarray | None = field(default=None, repr=False)
+    probe: np.ndarray | None = field(default=None, repr=False)
+    grad_sq_small: np.ndarray | None = field(default=None, repr=False)
+    grad_sq_full: np.ndarray | None = field(default=None, repr=False)
 
     def __post_init__(self):
         T = self.load_time.size
+        if self.small_batch is None:
+            object.__setattr__(self, "small_batch", np.zeros(T, dtype=np.int64))
+        for name in SIGNAL_FIELDS:
+            if getattr(self, name) is None:
+                object.__setattr__(self, name, np.full(T, np.nan))
         for name in _BATCH_FIELDS:
             if getattr(self, name).shape != (T,):
                 raise ValueError(f"records: {name} must have one entry per fresh batch ({T}), "
@@ -140,6 +167,35 @@ class Records:
             return np.empty(0)
         last = np.cumsum(self.steps_per_batch) - 1
         return self.step_start[last] + self.step_time[last]
+
+    @property
+    def paired_progress(self) -> np.ndarray:
+        """p_t, the progress batch t's steps made on batch t+1 (unseen when measured):
+        ``lagged_before[t+1] - lagged_after[t+1]``; NaN where not reported (and for the last)."""
+        p = np.full(self.n_batches, np.nan)
+        if self.n_batches > 1:
+            p[:-1] = self.lagged_before[1:] - self.lagged_after[1:]
+        return p
+
+    @property
+    def seen_progress(self) -> np.ndarray:
+        """Batch t's first-step loss minus its last step's loss: the progress its own steps made
+        on it (all but the last step; NaN for one step or where not reported)."""
+        if self.n_steps == 0:
+            return np.empty(0)
+        last = np.cumsum(self.steps_per_batch) - 1
+        out = self.first_loss - self.loss[last]
+        out[self.steps_per_batch < 2] = np.nan
+        return out
+
+    def noise_scale(self, memory: int = 32) -> np.ndarray:
+        """The gradient-noise scale B_noise = tr(Sigma)/|G|^2 after each fresh batch, smoothed over
+        about `memory` measurements (`echosim.loop.signals.noise_scale`); NaN before any."""
+        from echosim.loop.signals import noise_scale
+
+        if self.batch_size is None:
+            return np.full(self.n_batches, np.nan)
+        return noise_scale(self.batch_size, self.small_batch, self.grad_sq_small, self.grad_sq_full, memory)
 
     def head(self, n: int) -> "Records":
         """The records of the first `n` fresh batches and their steps (all of them if the run
@@ -209,13 +265,23 @@ class Records:
     # ---- files (NumPy's .npz; the metadata as JSON text inside, no pickles)
 
     def save(self, path) -> str:
-        """Write the records to ``path`` (``.npz``); `load_records` reads them back."""
+        """Write the records to ``path`` (``.npz``); `load_records` reads them back. The file is
+        written whole or not at all (a temp file beside it, then renamed over it): a save that
+        fails, or is killed, leaves the previous file as it was."""
+        from echosim.experiments.store import _atomic_file
+
         path = Path(path)
         meta = {"format": _FORMAT, "policy": self.policy, "echo": self.echo, "batch_size": self.batch_size,
                 "decisions": list(self.decisions)}
         arrays = {k: getattr(self, k) for k in _BATCH_FIELDS + _STEP_FIELDS}
-        with open(path, "wb") as fh:
-            np.savez(fh, meta=np.array(json.dumps(meta, allow_nan=True)), **arrays)
+        try:
+            with _atomic_file(path) as fh:
+                np.savez(fh, meta=np.array(json.dumps(meta, allow_nan=True)), **arrays)
+                fh.flush()
+                os.fsync(fh.fileno())
+        except OSError as exc:
+            raise ValueError(f"records: could not write {str(path)!r} ({exc.strerror or exc}); "
+                             "any previous file there is unchanged") from None
         return str(path)
 
     def __repr__(self) -> str:
@@ -237,12 +303,12 @@ def load_records(path) -> Records:
     try:
         with np.load(path, allow_pickle=False) as z:
             meta = json.loads(str(z["meta"]))
-            arrays = {k: z[k] for k in _BATCH_FIELDS + _STEP_FIELDS}
+            arrays = {k: z[k] for k in _BATCH_FIELDS + _STEP_FIELDS if k in z.files or k not in _OPTIONAL}
     except FileNotFoundError:
         raise ValueError(f"records: file {str(path)!r} does not exist") from None
     except (OSError, KeyError, ValueError, json.JSONDecodeError) as exc:
         raise ValueError(f"records: {str(path)!r} is not an echosim records file ({type(exc).__name__})") from None
-    if not isinstance(meta, dict) or meta.get("format") != _FORMAT:
+    if not isinstance(meta, dict) or meta.get("format") not in _FORMATS:
         raise ValueError(f"records: {str(path)!r} is not an echosim records file (format "
                          f"{meta.get('format') if isinstance(meta, dict) else None!r})")
     bs = meta.get("batch_size")

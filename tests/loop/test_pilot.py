@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from echosim.planner import pilot, plan
-from echosim.planner.pilot import recorded_timing
+from echosim.planner.recorded import recorded_timing
 
 
 class Loader:

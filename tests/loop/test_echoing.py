@@ -11,8 +11,8 @@ import warnings
 import numpy as np
 import pytest
 
-from echosim.planner.echoing import _Feed, echoing
-from echosim.planner.records import load_records
+from echosim.loop.echoing import _Feed, echoing
+from echosim.loop.records import load_records
 
 TIMEOUT = 30  # seconds; only a guard against a hang, never a timing assumption
 
@@ -257,7 +257,7 @@ def test_head_keeps_the_first_fresh_batches_and_their_steps():
 
 
 def test_head_keeps_the_decisions_taken_before_its_end():
-    from echosim.planner.records import Records
+    from echosim.loop.records import Records
 
     r = echoing(range(3), 1)
     list(r)
@@ -345,8 +345,9 @@ def test_an_abandoned_iterator_stops_its_thread(kind):
                                        ({"epochs": 1.5}, "^epochs"), ({"batch_size": 0}, "^batch_size"),
                                        ({"auto": {"window": 4}}, "^auto: options of policy 'auto'"),
                                        ({"policy": "auto", "auto": {"window": 1}}, "^auto.window"),
-                                       ({"policy": "auto", "auto": {"z": -1}}, "^auto.z"),
-                                       ({"policy": "auto", "auto": {"size": 3}}, "^auto: expected a dict")])
+                                       ({"policy": "auto", "auto": {"alpha": 0.9}}, "^auto.alpha"),
+                                       ({"policy": "auto", "auto": {"start": 128}}, "^auto.start"),
+                                       ({"policy": "auto", "auto": {"size": 3}}, "^auto: unknown option .size.")])
 def test_bad_input(kw, match):
     with pytest.raises(ValueError, match=match):
         echoing([1], **kw)

@@ -1,0 +1,96 @@
+"""A short pilot in the user's own loop.
+
+`pilot` runs the user's step function on their loader under a few echo policies, in
+short interleaved segments (so that machine drift hits every policy alike), through
+`echosim.echoing`, and returns the records, which `echosim.plan` takes its timing from
+(`echosim.planner.recorded`): on a shared host the loader and the step slow each other
+down, differently under each policy.
+
+How short: the timing settles within a few dozen fresh batches per policy, far less
+than a training run; 40 fresh batches per policy (in two segments of 20) is the
+default, a few percent of a typical run's steps (docs/howto/should-i-echo.md).
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Callable, Iterable, Mapping
+
+import numpy as np
+
+__all__ = ["pilot"]
+
+PILOT_POLICIES = ("sync", 2, 4, "greedy")
+
+
+def _limited(loader, n: int):
+    """The first n batches of `loader`, re-iterated over epochs as needed."""
+    got = 0
+    while got < n:
+        empty = True
+        for batch in loader:
+            empty = False
+            yield batch
+            got += 1
+            if got >= n:
+                return
+        if empty:
+            return
+
+
+def pilot(step: Callable, loader: Iterable, *, policies=PILOT_POLICIES, batches: int = 40, rounds: int = 2,
+          max_echo: int = 64, batch_size: int | None = None, auto: dict | None = None) -> list:
+    """Run ``step(batch)`` under each echo policy for `batches` fresh batches and return the records.
+
+    Parameters
+    ----------
+    step : callable
+        One training step on a batch; may return the loss (a float, or anything with
+        ``float()``, e.g. a 0-d tensor), which is reported to `echoing`.
+    loader : re-iterable
+        The loader (a DataLoader, a list): each segment iterates it afresh.
+    policies : sequence of "sync", "greedy", "auto" or int K
+        The policies to time (default: sync, K = 2, K = 4, greedy).
+    batches : int
+        Fresh batches per policy in all (split into `rounds` segments).
+    rounds : int
+        Segments per policy, interleaved: round r runs every policy once, in an order
+        rotated by r.
+    max_echo, batch_size, auto : passed to `echoing`.
+
+    Returns
+    -------
+    list of Records, one per segment, in the order run (pass them to ``plan(records=...)``).
+    """
+    from echosim.loop.echoing import echoing
+
+    if not callable(step):
+        raise ValueError(f"step: expected a callable step(batch) -> loss, got {type(step).__name__}")
+    if not isinstance(loader, Iterable) or isinstance(loader, Iterable) and iter(loader) is loader:
+        raise ValueError("loader: expected a re-iterable loader (a DataLoader, a list): each pilot segment "
+                         "iterates it afresh")
+    pols = list(policies) if not isinstance(policies, (str, numbers.Integral)) else [policies]
+    if not pols:
+        raise ValueError("policies: expected at least one policy")
+    for name, v, lo in (("batches", batches, 2), ("rounds", rounds, 1)):
+        if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < lo:
+            raise ValueError(f"{name}: expected an integer >= {lo}, got {v!r}")
+    per = max(2, math.ceil(batches / rounds))
+    if auto is not None:  # options are checked whether or not "auto" is piloted
+        echoing([], "auto", max_echo=max_echo, auto=auto).close()
+    for p in pols:  # bad policies fail here, before any step runs
+        echoing([], p, max_echo=max_echo, auto=auto if p == "auto" else None).close()
+    out = []
+    for r in range(rounds):
+        order = pols[r % len(pols):] + pols[: r % len(pols)]
+        for p in order:
+            it = echoing(_limited(loader, per), p, max_echo=max_echo, batch_size=batch_size,
+                         auto=auto if p == "auto" else None)
+            with it:
+                for batch in it:
+                    loss = step(batch)
+                    if loss is not None:
+                        it.report(loss)
+            out.append(it.records())
+    return out
