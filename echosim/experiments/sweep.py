@@ -90,10 +90,29 @@ class SweepReport:
                 and self.tuned[col].nunique(dropna=False) > 1 or col == "optimizer.lr"]
         keep += [col for col in ("lr_edge", "conv_batches", "conv_batches_low", "conv_batches_high", "conv_steps",
                                  "conv_samples", "conv_time", "n_converged", "n_seeds") if col in self.tuned.columns]
-        table = self.tuned[list(dict.fromkeys(keep))].to_html(index=False, float_format=lambda v: f"{v:.4g}",
-                                                             na_rep="-")
+        view = self.tuned[list(dict.fromkeys(keep))].rename(columns=_html_label)
+        table = view.to_html(index=False, float_format=lambda v: f"{v:.4g}", na_rep="-")
         words = "".join(f"<li>{html.escape(line)}</li>" for line in self.in_words())
-        return head + table + (f"<p>In words:</p><ul>{words}</ul>" if words else "")
+        unit = ("<p><small>Times to target are medians over seeds at the tuned lr*; inf: not reached within the "
+                "budget; the wall-clock is simulated, in the config's time unit (an optimizer step takes "
+                "pipeline.step_time, 1 by default).</small></p>")
+        return head + table + unit + (f"<p>In words:</p><ul>{words}</ul>" if words else "")
+
+
+_HTML_LABELS = {
+    "optimizer.lr": "lr*", "lr_edge": "lr* at the grid's edge",
+    "conv_batches": "T to target (fresh batches)", "conv_batches_low": "T 90% interval, low (fresh batches)",
+    "conv_batches_high": "T 90% interval, high (fresh batches)", "conv_steps": "KT to target (optimizer steps)",
+    "conv_samples": "BT to target (examples)", "conv_time": "wall-clock to target (simulated time units)",
+    "n_converged": "seeds converged", "n_seeds": "seeds",
+}
+
+
+def _html_label(column: str) -> str:
+    """The notebook view's name of a tuned-table column: what it counts and in which unit."""
+    from echosim.experiments.report import _SHORT
+
+    return _HTML_LABELS.get(column) or _SHORT.get(column, column)
 
 
 FLUSH_RUNS = 64
