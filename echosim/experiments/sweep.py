@@ -175,7 +175,8 @@ def _manifest(config: SweepConfig, results: store.Store, runs, counts: dict, com
 
 
 def run_sweep(config: SweepConfig, out=None, *, workers: int | None = None, scheduler: str | None = None,
-              progress: bool = True, stream=None, on_done=None, store_dir=None) -> SweepReport:
+              progress: bool = True, stream=None, on_done=None, store_dir=None,
+              desc: str | None = None) -> SweepReport:
     """Run every run of `config` that the store does not hold yet, then merge all of them.
 
     Parameters
@@ -185,13 +186,17 @@ def run_sweep(config: SweepConfig, out=None, *, workers: int | None = None, sche
         derived from the config's hash, so another config never lands in it by default).
     workers : local worker processes (default: all cores; 1 runs in this process).
     scheduler : address of a Dask distributed scheduler; runs go there instead.
-    progress : show progress on `stream` (default stderr).
+    progress : show progress on `stream` (default stderr; in a Jupyter kernel with tqdm's
+        notebook support, a widget).
+    desc : what the progress bar is named (default: the config's name).
     on_done : called with each finished run's payload once it is stored.
     store_dir : the run store (default `echosim.experiments.store.default_store`):
         any run it holds, whichever sweep computed it, is reused, not recomputed.
     """
     t0 = time.perf_counter()
+    bar_stream = stream  # None: the bar's own default (stderr, or a notebook widget)
     stream = stream if stream is not None else sys.stderr
+    desc = config.name if desc is None else desc
     if out is not None and not str(out).strip():
         raise ValueError("out: an empty path (give the sweep's directory, or None for the default)")
     out = Path(out) if out is not None else config.default_out()
@@ -226,7 +231,7 @@ def run_sweep(config: SweepConfig, out=None, *, workers: int | None = None, sche
         payloads: dict = {}
         counter = {"new": 0, "compile": 0.0, "workers": 0, "scheduler": None}
 
-        def execute(specs):
+        def execute(specs, why: str = ""):
             pending = [r for r in specs if not results.has(r.run_id) and r.run_id not in payloads]
             # runs that share their fresh batches (same data seed) run back to back, so each
             # worker's batch cache serves them, and the biggest batches go first, so the last
@@ -245,8 +250,9 @@ def run_sweep(config: SweepConfig, out=None, *, workers: int | None = None, sche
                 finished = executors.serial(pending)
             else:
                 finished = executors.local(pending, used)
-            _record(finished, results, payloads, Progress(len(pending), stream=stream, enabled=progress),
-                    on_done or (lambda payload: None))
+            label = f"{desc} ({why})" if why else desc
+            _record(finished, results, payloads, Progress(len(pending), stream=bar_stream, enabled=progress,
+                                                          desc=label), on_done or (lambda payload: None))
             counter["new"] += len(pending)
 
         def merged(**kw):
@@ -259,7 +265,7 @@ def run_sweep(config: SweepConfig, out=None, *, workers: int | None = None, sche
                 if not lost:
                     return res
                 results.lost.difference_update(r.run_id for r in lost)
-                execute(lost)
+                execute(lost, "runs of unreadable packs again")
 
         execute(runs)
         for round_no in range(config.settings.get("lr_extend", 0)):
@@ -271,7 +277,7 @@ def run_sweep(config: SweepConfig, out=None, *, workers: int | None = None, sche
                 print(f"extending the lr grid past its edge for {len(more)} run(s) (round {round_no + 1} of at most "
                       f"{config.settings['lr_extend']})", file=stream)
             runs += more
-            execute(more)
+            execute(more, f"lr grid extended, round {round_no + 1}")
         final = merged(curves_as="arrow")
         counts = {s: int((final.summary["status"] == s).sum()) if len(final.summary) else 0
                   for s in ("ok", "diverged", "failed")}

@@ -465,7 +465,9 @@ def plan(loader=None, step_time=None, *, batch_size, problem=None, steps_to_targ
     results : the run store for form (a)'s runs (default ``$ECHOSIM_STORE``, else
         ``echosim-results/store``): runs it holds, from any sweep or plan, are reused.
     progress : bool, optional
-        Form (a): a progress bar (a line when not on a terminal); default: on a terminal.
+        Form (a): on stderr, a line naming each simulation step (which candidates, how many
+        steps may follow) and its progress: a bar redrawn on a terminal, a line every 10 s
+        elsewhere (logs, pipes), tqdm's widget in a notebook; default on, ``False`` silences it.
     method, method_options : str, dict, optional
         Form (a): the optimizer simulated, a row of `echosim.training.methods.METHODS`
         (e.g. ``"echoed_heavy_ball"`` with ``{"momentum": 0.9}``, ``"echoed_adam"`` with
@@ -548,11 +550,9 @@ def plan(loader=None, step_time=None, *, batch_size, problem=None, steps_to_targ
 
         notes.append(f"accuracy of the T(K) model: {ACCURACY}")
     else:
-        import sys
-
         from echosim.planner.simulated import run_candidates
 
-        show = sys.stderr.isatty() if progress is None else bool(progress)
+        show = True if progress is None else bool(progress)
         source, more = run_candidates(cands, pconf, ctx, target, processes, results, show)
         notes.extend(more)
     notes.insert(0, f"timing: {timing.describe}")
