@@ -36,7 +36,7 @@ from echosim.experiments.executors import default_workers
 from echosim.experiments.progress import Progress
 from echosim.experiments.specs import SweepConfig, build_pipeline, build_problem
 
-__all__ = ["run_sweep", "estimate", "SweepReport"]
+__all__ = ["run_sweep", "estimate", "SweepReport", "require_extras"]
 
 
 # --------------------------------------------------------------------------- the sweep
@@ -174,6 +174,15 @@ def _manifest(config: SweepConfig, results: store.Store, runs, counts: dict, com
     }
 
 
+def require_extras() -> None:
+    """Raise `echosim.experiments.extras.MissingExtra` (naming ``echosim[sweep]``) unless what
+    a sweep needs, pyarrow for its run store and pandas for its tables, is installed."""
+    from echosim.experiments.extras import require
+
+    require("pyarrow.parquet", "a sweep (its run store)")
+    require("pandas", "a sweep (its tables)")
+
+
 def run_sweep(config: SweepConfig, out=None, *, workers: int | None = None, scheduler: str | None = None,
               progress: bool = True, stream=None, on_done=None, store_dir=None,
               desc: str | None = None) -> SweepReport:
@@ -205,10 +214,7 @@ def run_sweep(config: SweepConfig, out=None, *, workers: int | None = None, sche
         raise ValueError(f"workers must be an integer >= 1, got {workers}")
     if scheduler is not None:
         scheduler = executors.check_scheduler(scheduler)
-    from echosim.experiments.extras import require
-
-    require("pyarrow.parquet", "a sweep (its run store)")  # before any work, not after the runs
-    require("pandas", "a sweep (its tables)")
+    require_extras()  # before any work, not after the runs
     results = store.Store(store_dir)
     results.root.mkdir(parents=True, exist_ok=True)  # a store that cannot be made fails now, not after the runs
     note = _prepare_out(config, out)

@@ -213,6 +213,9 @@ def run_candidates(cands, pconf, ctx, target, processes, results, progress=None)
     same rule, 1.5× the baseline's T, is given to every candidate. Fills each candidate
     dict in place; returns (source text, notes).
     """
+    from echosim.experiments.sweep import require_extras
+
+    require_extras()  # before saying what is simulated next
     optimizer = dict(ctx.get("optimizer") or {})
     problem_obj = _probe(pconf, optimizer)
     lr = dict(ADAM_LRS) if optimizer.get("method") == "echoed_adam" else lr_grid_for(problem_obj)
