@@ -269,7 +269,8 @@ class Trace(ServiceTime):
         rows.append(("digest", self._digest))
         body = "".join(f"<tr><th style='text-align:left'>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>"
                        for k, v in rows)
-        return f"<table><caption>Trace (times in the pipeline's time unit; seconds in the planner)</caption>{body}</table>"
+        caption = "Trace (times in the pipeline's time unit; seconds in the planner)"
+        return f"<table><caption>{caption}</caption>{body}</table>"
 
     def __repr__(self) -> str:
         if self.times.size <= _TRACE_REPR_MAX:

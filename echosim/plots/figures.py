@@ -756,8 +756,9 @@ def caption_bounds_vs_simulation(f: dict) -> str:
         plateau = [c for c in dipped if _finite(c.get("settles"))]
         if p["method"] == "echoed_nesterov" and plateau:
             extra += (f" After its dip the mean of {' and '.join(c['label'] for c in plateau)} does not oscillate: "
-                      "it rises to a flat plateau and stays there to the end. At this constant step the last iterate does not converge; it keeps moving with each "
-                      "fresh batch's noise, and the plateau is the level of that noise.")
+                      "it rises to a flat plateau and stays there to the end. At this constant step the last "
+                      "iterate does not converge; it keeps moving with each fresh batch's noise, and the plateau "
+                      "is the level of that noise.")
         elif p["method"] == "echoed_nesterov" and dipped:
             beta = f["least_squares"]["beta"]
             small = all(c["lr"] < 0.1 / beta for c in p["curves"]) if _finite(beta) else False

@@ -79,10 +79,11 @@ class Trajectory:
         return len(self.batches)
 
     def __repr__(self) -> str:
-        wall = f", wall_clock={float(self.time[-1]):.6g}" if self.time is not None and len(self) else ""
-        risk = f"{float(self.risk[-1]):.4g}" if len(self) else "nan"
-        return (f"Trajectory(status={self.status!r}, points={len(self)}, "
-                f"batches={int(self.batches[-1]) if len(self) else 0}, steps={int(self.steps[-1]) if len(self) else 0}, "
+        n = len(self)
+        wall = f", wall_clock={float(self.time[-1]):.6g}" if self.time is not None and n else ""
+        risk = f"{float(self.risk[-1]):.4g}" if n else "nan"
+        batches, steps = (int(self.batches[-1]), int(self.steps[-1])) if n else (0, 0)
+        return (f"Trajectory(status={self.status!r}, points={n}, batches={batches}, steps={steps}, "
                 f"final_excess_risk={risk}{wall})")
 
     def _repr_html_(self) -> str:
