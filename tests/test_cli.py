@@ -527,3 +527,46 @@ def test_in_the_base_install_every_command_works_or_names_its_extra(base_install
                  [*plan, "--problem", "logistic", "--seeds", "1", "--store", str(store)]):
         one_line_error(capsys, call(argv), "pip install 'echosim[sweep]'")
     assert not store.exists()  # refused before any run
+
+
+def test_version(capsys):
+    from echosim._version import __version__
+
+    assert call(["--version"]) == 0
+    assert capsys.readouterr().out.strip() == f"echosim {__version__}"
+
+
+def _strict_json(text: str):
+    """Parse as a strict parser would: NaN and Infinity are not JSON."""
+    def refuse(name):
+        raise AssertionError(f"non-standard JSON constant {name}")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_info_json_holds_the_same_facts(capsys):
+    assert main(["info", "--json"]) == 0
+    facts = _strict_json(capsys.readouterr().out)
+    assert facts["packages"]["numba"] and facts["cores"] >= 1
+    assert {c["module"] for c in facts["kernel_caches"]} == {"echosim.training.kernel", "echosim.pipeline.kernel"}
+
+
+@pytest.mark.parametrize("where", ["before", "after"])
+def test_bounds_json(where, capsys):
+    args = ["echoed_gd_bound", "--beta", "0.25", "--rho", "1", "--D", "2", "--B", "64", "--T", "500", "--K", "1,4"]
+    argv = ["bounds", "--json", *args] if where == "before" else ["bounds", *args, "--json"]
+    assert main(argv) == 0
+    out = _strict_json(capsys.readouterr().out)
+    assert out["function"] == "echoed_gd_bound" and out["arguments"]["K"] == [1.0, 4.0]
+    assert len(out["value"]) == 2 and out["value"][1] < out["value"][0]
+    assert main(["bounds", "list", "--json"]) == 0
+    assert any(f["name"] == "saturation_echo" for f in _strict_json(capsys.readouterr().out))
+
+
+def test_sweep_json_is_strict_and_says_its_units(tiny, swept, cli_store, capsys):
+    rc = main(["sweep", str(tiny), "--out", str(swept), "--store", str(cli_store), "--quiet", "--no-plot", "--json"])
+    out = _strict_json(capsys.readouterr().out)
+    assert rc == 0 and out["n_resumed"] == out["n_runs"] and out["counts"]["failed"] == 0
+    assert out["tuned"] and "conv_batches" in out["tuned"][0] and out["units"]["conv_batches"] == "fresh batches"
+    rc = main(["sweep", str(tiny), "--out", str(swept), "--dry-run", "--json"])
+    assert rc == 0 and 1 <= _strict_json(capsys.readouterr().out)["n_runs"] <= out["n_runs"]  # before lr extension

@@ -42,6 +42,7 @@ examples:
   python -m echosim figures --quick --out /tmp/figures
   python -m echosim bounds echoed_gd_bound --beta 0.25 --rho 1 --D 2 --B 64 --T 500 --K 4
   python -m echosim info
+  python -m echosim --version
 Each subcommand has --help with examples."""
 
 _SWEEP_EXAMPLES = """\
@@ -73,11 +74,13 @@ examples:
   python -m echosim bounds echoed_gd_bound --beta 0.25 --rho 1 --D 2 --B 64 --T 500 --K 4
   python -m echosim bounds echoed_gd_bound --beta 0.25 --rho 1 --D 2 --B 64 --T 500 --K 1,2,4,8
   python -m echosim bounds saturation_echo --eps 0.01 --beta 1 --rho 1 --B 6400
-  python -m echosim bounds echoed_gd_bound --help   # its arguments and docstring"""
+  python -m echosim bounds echoed_gd_bound --help   # its arguments and docstring
+  python -m echosim bounds echoed_gd_bound --beta 0.25 --rho 1 --D 2 --B 64 --T 500 --K 1,2 --json"""
 
 _INFO_EXAMPLES = """\
 examples:
-  python -m echosim info"""
+  python -m echosim info
+  python -m echosim info --json"""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -85,6 +88,9 @@ def build_parser() -> argparse.ArgumentParser:
                      description="Simulate data echoing under laggard data pipelines, next to the theory "
                      "that bounds it. Bad input prints one line on stderr and exits with status 2.",
                      epilog=_MAIN_EXAMPLES)
+    from echosim._version import __version__
+
+    parser.add_argument("--version", action="version", version=f"echosim {__version__}")
     sub = parser.add_subparsers(dest="command", parser_class=_Parser, metavar="{sweep,run,plot,figures,bounds,info,plan}")
 
     sw = sub.add_parser("sweep", help="run a grid of simulations (resumable; local processes or Dask)",
@@ -105,6 +111,8 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("--quiet", action="store_true", help="no progress output")
     sw.add_argument("--verbose", action="store_true",
                     help="one line on stderr per finished run: its id, status and seconds")
+    sw.add_argument("--json", action="store_true", help="print the summary (counts, tuned table, in words; with "
+                    "--dry-run the estimate) as JSON")
     sw.set_defaults(func=_cmd_sweep)
 
     rn = sub.add_parser("run", help="run one configuration and print its summary",
@@ -155,12 +163,15 @@ def build_parser() -> argparse.ArgumentParser:
                         "arguments (comma-separated values broadcast).", epilog=_BOUNDS_EXAMPLES,
                         formatter_class=_Formatter, add_help=True)
     bd.add_argument("function", nargs="?", help="theory function name, or 'list'")
+    bd.add_argument("--json", action="store_true", help="print the arguments and the value(s) as JSON (also "
+                    "accepted after the function's arguments)")
     bd.add_argument("params", nargs=argparse.REMAINDER, help="--NAME VALUE pairs")
     bd.set_defaults(func=_cmd_bounds)
 
     inf = sub.add_parser("info", help="versions, Numba threading layer, cores, kernel cache",
                          description="Versions, the Numba threading layer, cores, and whether the "
                          "kernels are cached.", epilog=_INFO_EXAMPLES, formatter_class=_Formatter)
+    inf.add_argument("--json", action="store_true", help="print the same facts as JSON")
     inf.set_defaults(func=_cmd_info)
     _add_plan_parser(sub)
     return parser

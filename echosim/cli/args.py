@@ -69,3 +69,12 @@ def _path(text: str) -> str:
     if not text.strip():
         raise argparse.ArgumentTypeError("expected a path, got an empty string")
     return text
+
+
+def _print_json(obj) -> None:
+    """`obj` as strict JSON on stdout: NumPy values as Python ones, NaN and ±inf as null."""
+    import json
+
+    from echosim.experiments.specs import strict_jsonable
+
+    print(json.dumps(strict_jsonable(obj), indent=1, allow_nan=False, default=str))

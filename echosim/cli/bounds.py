@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-
+from echosim.cli.args import _print_json
 
 
 # --------------------------------------------------------------------------- bounds
@@ -32,9 +32,17 @@ def _cmd_bounds(args) -> int:
     import numpy as np
 
     funcs = _theory_functions()
+    rest = list(args.params)
+    as_json = bool(getattr(args, "json", False)) or "--json" in rest
+    rest = [r for r in rest if r != "--json"]
     if args.function in (None, "list"):
-        if args.params:
-            raise ValueError(f"bounds list takes no arguments, got {' '.join(args.params)!r}")
+        if rest:
+            raise ValueError(f"bounds list takes no arguments, got {' '.join(rest)!r}")
+        if as_json:
+            _print_json([{"name": name, "signature": str(inspect.signature(f)),
+                          "summary": _plain((inspect.getdoc(f) or name).splitlines()[0])}
+                         for name, f in funcs.items()])
+            return 0
         for name, f in funcs.items():
             print(f"{name}{inspect.signature(f)}")
         return 0
@@ -42,7 +50,6 @@ def _cmd_bounds(args) -> int:
         raise ValueError(f"unknown theory function {args.function!r}; allowed: {', '.join(funcs)}")
     f = funcs[args.function]
     sig = inspect.signature(f)
-    rest = list(args.params)
     if any(r in ("-h", "--help") for r in rest):
         doc = inspect.getdoc(f) or ""
         print(f"python -m echosim bounds {args.function} " +
@@ -81,6 +88,11 @@ def _cmd_bounds(args) -> int:
     shown = ", ".join(f"{k}={_show_arg(v)}" for k, v in kwargs.items())
     values = value if isinstance(value, tuple) else (value,)
     arrays = [np.asarray(v, dtype=float) for v in values]
+    if as_json:
+        out = [a.item() if a.ndim == 0 else a for a in arrays]
+        _print_json({"function": args.function, "description": what, "arguments": kwargs,
+                     "value": out[0] if len(out) == 1 else out})
+        return 0
     print(f"{args.function}({shown}): {what}")
     if all(a.ndim == 0 for a in arrays):
         print("  = " + ", ".join(f"{float(a):.10g}" for a in arrays))
@@ -119,7 +131,8 @@ def _show_arg(v) -> str:
 # --------------------------------------------------------------------------- info
 
 
-def _kernel_cache_status() -> list[str]:
+def _kernel_caches() -> list[dict]:
+    """Per kernel module: where Numba keeps its cache and how many files it holds."""
     from pathlib import Path
 
     from echosim.pipeline.kernel import run_des
@@ -127,7 +140,7 @@ def _kernel_cache_status() -> list[str]:
 
     echo_chunk = kernel_for(0, 0, False)  # any of the optimizer kernels: they share the module's cache
 
-    lines = []
+    out = []
     for layer, kernel in (("training", echo_chunk), ("pipeline", run_des)):
         try:
             cache = Path(kernel._cache._cache_path)  # where Numba reads and writes this module's cache
@@ -135,37 +148,44 @@ def _kernel_cache_status() -> list[str]:
             cache = Path(__file__).resolve().parent.parent / layer / "__pycache__"
         nbi = sorted(cache.glob("kernel.*.nbi")) if cache.is_dir() else []
         nbc = sorted(cache.glob("kernel.*.nbc")) if cache.is_dir() else []
-        state = f"cached ({len(nbi)} index files, {len(nbc)} compiled objects)" if nbc else "not cached yet " \
-            "(compiled on first use, ~seconds)"
-        lines.append(f"  echosim.{layer}.kernel: {state} in {cache}")
+        out.append({"module": f"echosim.{layer}.kernel", "path": str(cache), "cached": bool(nbc),
+                    "index_files": len(nbi), "compiled_objects": len(nbc)})
+    return out
+
+
+def _kernel_cache_status() -> list[str]:
+    lines = []
+    for c in _kernel_caches():
+        state = f"cached ({c['index_files']} index files, {c['compiled_objects']} compiled objects)" if c["cached"] \
+            else "not cached yet (compiled on first use, ~seconds)"
+        lines.append(f"  {c['module']}: {state} in {c['path']}")
     return lines
 
 
-def _cmd_info(args) -> int:
+_OPTIONAL = {"dask": "dask", "distributed": "dask", "pyarrow": "sweep", "pandas": "sweep"}
+
+
+def _info_facts() -> dict:
     import os
     import platform
     from importlib import metadata
 
     import numba
 
-    print(f"python {platform.python_version()} on {platform.platform()}")
+    packages = {}
     for name in ("echosim", "numpy", "numba", "scipy", "matplotlib", "pyarrow", "pandas", "dask", "distributed"):
         try:
-            v = metadata.version(name)
+            packages[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
-            v = "not installed" + (" (optional: pip install 'echosim[dask]')" if name in ("dask", "distributed")
-                                   else " (optional: pip install 'echosim[sweep]')" if name in ("pyarrow", "pandas")
-                                   else "")
-        print(f"  {name}: {v}")
+            packages[name] = None
     try:
-        cores = len(os.sched_getaffinity(0))
+        usable = len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover
-        cores = os.cpu_count()
-    print(f"cores: {os.cpu_count()} (usable by this process: {cores}; sweep --workers defaults to {cores})")
+        usable = os.cpu_count()
     try:
         layer = numba.threading_layer()
     except ValueError:
-        layer = "not initialised (no parallel Numba code has run in this process)"
+        layer = None
     available = []
     for name, mod in (("tbb", "numba.np.ufunc.tbbpool"), ("omp", "numba.np.ufunc.omppool"),
                       ("workqueue", "numba.np.ufunc.workqueue")):
@@ -174,11 +194,34 @@ def _cmd_info(args) -> int:
             available.append(name)
         except Exception:  # noqa: BLE001 - any import failure means unavailable
             pass
-    print(f"numba threading layer: {layer}; configured: {numba.config.THREADING_LAYER}; "
-          f"available: {', '.join(available) or 'none'}; NUMBA_NUM_THREADS={numba.config.NUMBA_NUM_THREADS}")
+    return {"python": platform.python_version(), "platform": platform.platform(), "packages": packages,
+            "cores": os.cpu_count(), "usable_cores": usable, "sweep_workers_default": usable,
+            "numba": {"threading_layer": layer, "configured": numba.config.THREADING_LAYER,
+                      "available": available, "num_threads": numba.config.NUMBA_NUM_THREADS,
+                      "cache_dir": numba.config.CACHE_DIR or None},
+            "kernel_caches": _kernel_caches()}
+
+
+def _cmd_info(args) -> int:
+    facts = _info_facts()
+    if getattr(args, "json", False):
+        _print_json(facts)
+        return 0
+    print(f"python {facts['python']} on {facts['platform']}")
+    for name, v in facts["packages"].items():
+        if v is None:
+            v = "not installed" + (f" (optional: pip install 'echosim[{_OPTIONAL[name]}]')" if name in _OPTIONAL
+                                   else "")
+        print(f"  {name}: {v}")
+    cores = facts["usable_cores"]
+    print(f"cores: {facts['cores']} (usable by this process: {cores}; sweep --workers defaults to {cores})")
+    nb = facts["numba"]
+    layer = nb["threading_layer"] or "not initialised (no parallel Numba code has run in this process)"
+    print(f"numba threading layer: {layer}; configured: {nb['configured']}; "
+          f"available: {', '.join(nb['available']) or 'none'}; NUMBA_NUM_THREADS={nb['num_threads']}")
     print("  (echosim's kernels are serial; sweeps run in parallel across processes)")
-    if numba.config.CACHE_DIR:
-        print(f"numba kernel cache: {numba.config.CACHE_DIR} (NUMBA_CACHE_DIR)")
+    if nb["cache_dir"]:
+        print(f"numba kernel cache: {nb['cache_dir']} (NUMBA_CACHE_DIR)")
     else:
         print("numba kernel cache: next to the sources (__pycache__), or ~/.cache/numba where they are not "
               "writable; an install shared between users should set NUMBA_CACHE_DIR to a directory of each "
@@ -186,5 +229,3 @@ def _cmd_info(args) -> int:
     for line in _kernel_cache_status():
         print(line)
     return 0
-
-

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import sys
 
-from echosim.cli.args import EXIT_BAD_INPUT
+from echosim.cli.args import EXIT_BAD_INPUT, _print_json
 
 
 # --------------------------------------------------------------------------- sweep
@@ -23,6 +23,12 @@ def _cmd_sweep(args) -> int:
     if args.dry_run:
         est = sweep.estimate(conf, out=out, workers=workers, store_dir=args.store,
                              announce=None if args.quiet else sys.stderr)
+        if args.json:
+            _print_json({"name": conf.name, "source": str(conf.source), "describe": conf.describe(), "out": str(out),
+                         "n_runs": est["n_runs"], "n_pending": est["n_pending"], "workers": est["workers"],
+                         "scheduler": args.scheduler, "estimated_seconds": est["seconds"],
+                         "compile_seconds": est["compile_seconds"], "estimate_method": est["method"]})
+            return 0
         print(f"{conf.name} ({conf.source}): {conf.describe()}")
         print(f"output: {out} ({est['n_runs'] - est['n_pending']} of {est['n_runs']} runs already finished)")
         where = f"the Dask cluster at {args.scheduler}" if args.scheduler else f"{est['workers']} local worker(s)"
@@ -33,6 +39,8 @@ def _cmd_sweep(args) -> int:
     report = sweep.run_sweep(conf, out=out, workers=workers, scheduler=args.scheduler,
                              progress=not args.quiet, on_done=_log_run if args.verbose else None,
                              store_dir=args.store)
+    if args.json:
+        return _sweep_json(report, conf, args)
     print(f"{conf.name}: {report.n_runs} runs ({report.n_new} run now, {report.n_resumed} resumed) "
           f"in {report.elapsed:.1f} s{_where_it_ran(report)}")
     c = report.counts
@@ -59,6 +67,38 @@ def _cmd_sweep(args) -> int:
         print("In words:")
         for line in words:
             print("  " + line)
+    if c["failed"]:
+        first = report.summary.loc[report.summary["status"] == "failed", "error"].iloc[0]
+        print(f"echosim sweep: {c['failed']} run(s) failed (first: {first}); re-run the same command "
+              "to retry them", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _sweep_json(report, conf, args) -> int:
+    """--json: what ran, the counts, the tuned table (one object per row) and the answer in words."""
+    from echosim.experiments import report as report_mod
+
+    tuned = report.tuned
+    rows = [] if tuned is None else [{k: v for k, v in row.items()} for row in tuned.to_dict(orient="records")]
+    files = []
+    if not args.no_plot:
+        from echosim.plots.views import plot_results
+
+        try:
+            files = [str(f) for f in plot_results(report.out)]
+        except ValueError:
+            files = []
+    c = report.counts
+    _print_json({"name": conf.name, "out": str(report.out), "n_runs": report.n_runs, "n_new": report.n_new,
+                 "n_resumed": report.n_resumed, "elapsed_seconds": report.elapsed,
+                 "compile_seconds": report.compile_seconds, "workers": report.workers, "scheduler": report.scheduler,
+                 "counts": c, "tuned": rows, "in_words": report_mod.in_words(report.tuned, report.summary),
+                 "figures": files,
+                 "units": {"conv_batches": "fresh batches", "conv_steps": "optimizer steps",
+                           "conv_samples": "examples", "conv_time": "simulated time units (one optimizer step "
+                           "takes pipeline.step_time, 1 by default)", "elapsed_seconds": "s",
+                           "null": "a time to target that is infinite (never reached) or undefined"}})
     if c["failed"]:
         first = report.summary.loc[report.summary["status"] == "failed", "error"].iloc[0]
         print(f"echosim sweep: {c['failed']} run(s) failed (first: {first}); re-run the same command "
@@ -142,10 +182,7 @@ def _cmd_run(args) -> int:
     if payload["curves"] is not None:
         row.update(run_convergence(row, payload["curves"], conf.settings))
     if args.json:
-        import json
-
-        clean = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in row.items()}
-        print(json.dumps(clean, indent=1, default=str))
+        _print_json(row)
     elif args.verbose:
         keys = [k for k in row if not k.startswith("version.")]
         width = max(len(k) for k in keys)

@@ -246,7 +246,7 @@ def warm_up(config: SweepConfig | None = None, workers: int = 1, announce=None) 
     dtypes, parts = _kernel_parts(config)
     cached = {p: _cached(p) for p in parts}
     if announce is not None and not all(cached.values()):
-        print("compiling the Numba kernels: once per machine, later runs load them from the cache", file=announce)
+        print(compile_notice([p for p in parts if not cached[p]], dtypes), file=announce, flush=True)
     theirs = [p for p in parts if p in ("draws", "pipeline")]
     mine = [p for p in parts if p not in theirs]
     cold = workers > 1 and mine and not all(cached[p] for p in theirs)
@@ -256,6 +256,31 @@ def warm_up(config: SweepConfig | None = None, workers: int = 1, announce=None) 
         helper.join()
     _compile(theirs, dtypes)
     return time.perf_counter() - t0
+
+
+def _part_words(part: str) -> str:
+    """A kernel part (`_kernel_parts`) in words: "the echoed_gd optimizer on the logistic loss"."""
+    if part == "draws":
+        return "the synthetic problems' batch draws"
+    if part == "pipeline":
+        return "the pipeline simulator"
+    method, loss, *rest = part.split(":")
+    return f"the {method} optimizer on the {loss} loss" + (" (recording first-step losses)"
+                                                           if "first_loss" in rest else "")
+
+
+def compile_notice(parts, dtypes=("float64",)) -> str:
+    """The line said before compiling: which kernels, and when they will have to compile again.
+
+    Numba keeps the compiled code on disk (``NUMBA_CACHE_DIR``, else ``__pycache__`` next to
+    the sources): a later run that uses the same kernels loads them in a fraction of a
+    second; a method, loss or dtype not compiled before compiles its own, and everything
+    compiles again after echosim or Numba is upgraded or the cache directory changes.
+    """
+    what = ", ".join(_part_words(p) for p in parts) or "the kernels"
+    kinds = "/".join(dtypes)
+    return (f"compiling Numba kernels ({kinds}): {what}; seconds now, then loaded from Numba's disk cache by later "
+            "runs that use them, until echosim or Numba is upgraded or NUMBA_CACHE_DIR changes")
 
 
 def _kernel_parts(config: SweepConfig | None, runs=None) -> tuple[tuple, list]:

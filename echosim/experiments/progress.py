@@ -12,7 +12,10 @@ One facility for every long wait (a sweep's runs, the planner's simulations):
 sweep 100%|##########| 3/3
 
 `Progress(total, enabled=False)` prints nothing; `echosim sweep --quiet` and
-``run_sweep(progress=False)`` pass it down. No dependency beyond the standard library.
+``run_sweep(progress=False)`` pass it down. No dependency beyond the standard library;
+in a Jupyter kernel, where tqdm's notebook support works (``pip install
+'echosim[notebook]'``: tqdm and ipywidgets), the bar is tqdm's widget instead of lines
+in the cell's stderr, and it falls back to the lines wherever that fails.
 """
 
 from __future__ import annotations
@@ -52,6 +55,31 @@ def format_meter(done: int, total: int, elapsed: float, unit: str = "it", desc: 
             f"[{_clock(elapsed)}<{_clock(eta)}, {speed}]")
 
 
+def _in_notebook() -> bool:
+    """Whether this process is a Jupyter kernel (without importing IPython when it is not)."""
+    if "ipykernel" not in sys.modules:
+        return False
+    try:
+        from IPython import get_ipython
+
+        shell = get_ipython()
+    except Exception:  # noqa: BLE001 - any failure: not a notebook we can draw in
+        return False
+    return shell is not None and getattr(shell, "kernel", None) is not None
+
+
+def _widget(total: int, unit: str, desc: str):
+    """tqdm's notebook bar, or None where tqdm or its widgets (ipywidgets) are missing or fail."""
+    if not _in_notebook():
+        return None
+    try:
+        from tqdm.notebook import tqdm
+
+        return tqdm(total=total, unit=unit, desc=desc or None, leave=True)
+    except Exception:  # noqa: BLE001 - ImportError, or tqdm's "IProgress not found": plain lines then
+        return None
+
+
 class Progress:
     """done/total, rate and ETA on `stream` (default stderr).
 
@@ -59,7 +87,8 @@ class Progress:
     at most `refresh` seconds apart, and a newline at the end); elsewhere a plain line
     is written every `every` seconds and once at the end, so logs stay short.
     ``enabled=False`` (or a total of 0) writes nothing. A context manager: leaving the
-    block ends the line, also on an interrupt.
+    block ends the line, also on an interrupt. `desc` names the wait (which figure, which
+    candidates); in a notebook, with the default stream, a tqdm widget replaces the lines.
     """
 
     def __init__(self, total: int, stream=None, enabled: bool = True, every: float = 10.0, unit: str = "run",
@@ -77,12 +106,26 @@ class Progress:
         self._last = -math.inf if self.tty else self.t0
         self._drawn = -1  # `done` when the line was last drawn (terminal)
         self._closed = False
+        self._widget = _widget(self.total, unit, desc) if self.enabled and stream is None else None
+        if self._widget is not None:
+            self.tty = False
+            return
         if self.enabled and self.tty:
             self._draw()
 
     def text(self) -> str:
-        """The current line."""
-        return format_meter(self.done, self.total, time.perf_counter() - self.t0, self.unit, self.desc)
+        """The current line (on a terminal, its name shortened to fit the width: a wrapped
+        line could not be redrawn in place)."""
+        elapsed = time.perf_counter() - self.t0
+        line = format_meter(self.done, self.total, elapsed, self.unit, self.desc)
+        if self.tty and self.desc:
+            import shutil
+
+            width = shutil.get_terminal_size((80, 24)).columns - 1
+            if len(line) > width:
+                room = max(0, len(self.desc) - (len(line) - width) - 1)
+                line = format_meter(self.done, self.total, elapsed, self.unit, self.desc[:room] + "…")
+        return line
 
     def _write(self, s: str) -> None:
         try:
@@ -101,6 +144,11 @@ class Progress:
         self.done += n
         if not self.enabled or self._closed:
             return
+        if self._widget is not None:
+            self._widget.update(n)
+            if self.done >= self.total:
+                self.close()
+            return
         now = time.perf_counter()
         if self.tty:
             if self.done >= self.total or now - self._last >= self.refresh:
@@ -117,6 +165,9 @@ class Progress:
         if self._closed:
             return
         self._closed = True
+        if self._widget is not None:
+            self._widget.close()
+            return
         if self.enabled and self.tty and self._drawn >= 0:
             if self._drawn != self.done:
                 self._draw()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ from echosim._version import __version__
 from echosim.experiments.schema import SCHEMA
 from echosim.pipeline.model import ECHO_POLICIES
 
-__all__ = ["RunSpec", "SweepConfig", "canonical_json", "stable_hash", "with_lr", "build_problem",
+__all__ = ["RunSpec", "SweepConfig", "canonical_json", "strict_jsonable", "stable_hash", "with_lr", "build_problem",
            "build_optimizer", "build_pipeline", "loss_of"]
 
 
@@ -37,6 +38,19 @@ def _jsonable(v):
         return float(v)
     if isinstance(v, np.bool_):
         return bool(v)
+    return v
+
+
+def strict_jsonable(v):
+    """`_jsonable`, with every non-finite float (NaN, ±inf) as None: what strict JSON parsers
+    accept (``json.dumps(..., allow_nan=False)`` then holds)."""
+    v = _jsonable(v)
+    if isinstance(v, dict):
+        return {k: strict_jsonable(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [strict_jsonable(x) for x in v]
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
     return v
 
 

@@ -36,7 +36,7 @@ from echosim.experiments.executors import default_workers
 from echosim.experiments.progress import Progress
 from echosim.experiments.specs import SweepConfig, build_pipeline, build_problem
 
-__all__ = ["run_sweep", "estimate", "SweepReport"]
+__all__ = ["run_sweep", "estimate", "SweepReport", "require_extras"]
 
 
 # --------------------------------------------------------------------------- the sweep
@@ -90,10 +90,29 @@ class SweepReport:
                 and self.tuned[col].nunique(dropna=False) > 1 or col == "optimizer.lr"]
         keep += [col for col in ("lr_edge", "conv_batches", "conv_batches_low", "conv_batches_high", "conv_steps",
                                  "conv_samples", "conv_time", "n_converged", "n_seeds") if col in self.tuned.columns]
-        table = self.tuned[list(dict.fromkeys(keep))].to_html(index=False, float_format=lambda v: f"{v:.4g}",
-                                                             na_rep="-")
+        view = self.tuned[list(dict.fromkeys(keep))].rename(columns=_html_label)
+        table = view.to_html(index=False, float_format=lambda v: f"{v:.4g}", na_rep="-")
         words = "".join(f"<li>{html.escape(line)}</li>" for line in self.in_words())
-        return head + table + (f"<p>In words:</p><ul>{words}</ul>" if words else "")
+        unit = ("<p><small>Times to target are medians over seeds at the tuned lr*; inf: not reached within the "
+                "budget; the wall-clock is simulated, in the config's time unit (an optimizer step takes "
+                "pipeline.step_time, 1 by default).</small></p>")
+        return head + table + unit + (f"<p>In words:</p><ul>{words}</ul>" if words else "")
+
+
+_HTML_LABELS = {
+    "optimizer.lr": "lr*", "lr_edge": "lr* at the grid's edge",
+    "conv_batches": "T to target (fresh batches)", "conv_batches_low": "T 90% interval, low (fresh batches)",
+    "conv_batches_high": "T 90% interval, high (fresh batches)", "conv_steps": "KT to target (optimizer steps)",
+    "conv_samples": "BT to target (examples)", "conv_time": "wall-clock to target (simulated time units)",
+    "n_converged": "seeds converged", "n_seeds": "seeds",
+}
+
+
+def _html_label(column: str) -> str:
+    """The notebook view's name of a tuned-table column: what it counts and in which unit."""
+    from echosim.experiments.report import _SHORT
+
+    return _HTML_LABELS.get(column) or _SHORT.get(column, column)
 
 
 FLUSH_RUNS = 64
@@ -155,8 +174,18 @@ def _manifest(config: SweepConfig, results: store.Store, runs, counts: dict, com
     }
 
 
+def require_extras() -> None:
+    """Raise `echosim.experiments.extras.MissingExtra` (naming ``echosim[sweep]``) unless what
+    a sweep needs, pyarrow for its run store and pandas for its tables, is installed."""
+    from echosim.experiments.extras import require
+
+    require("pyarrow.parquet", "a sweep (its run store)")
+    require("pandas", "a sweep (its tables)")
+
+
 def run_sweep(config: SweepConfig, out=None, *, workers: int | None = None, scheduler: str | None = None,
-              progress: bool = True, stream=None, on_done=None, store_dir=None) -> SweepReport:
+              progress: bool = True, stream=None, on_done=None, store_dir=None,
+              desc: str | None = None) -> SweepReport:
     """Run every run of `config` that the store does not hold yet, then merge all of them.
 
     Parameters
@@ -166,13 +195,17 @@ def run_sweep(config: SweepConfig, out=None, *, workers: int | None = None, sche
         derived from the config's hash, so another config never lands in it by default).
     workers : local worker processes (default: all cores; 1 runs in this process).
     scheduler : address of a Dask distributed scheduler; runs go there instead.
-    progress : show progress on `stream` (default stderr).
+    progress : show progress on `stream` (default stderr; in a Jupyter kernel with tqdm's
+        notebook support, a widget).
+    desc : what the progress bar is named (default: the config's name).
     on_done : called with each finished run's payload once it is stored.
     store_dir : the run store (default `echosim.experiments.store.default_store`):
         any run it holds, whichever sweep computed it, is reused, not recomputed.
     """
     t0 = time.perf_counter()
+    bar_stream = stream  # None: the bar's own default (stderr, or a notebook widget)
     stream = stream if stream is not None else sys.stderr
+    desc = config.name if desc is None else desc
     if out is not None and not str(out).strip():
         raise ValueError("out: an empty path (give the sweep's directory, or None for the default)")
     out = Path(out) if out is not None else config.default_out()
@@ -181,10 +214,7 @@ def run_sweep(config: SweepConfig, out=None, *, workers: int | None = None, sche
         raise ValueError(f"workers must be an integer >= 1, got {workers}")
     if scheduler is not None:
         scheduler = executors.check_scheduler(scheduler)
-    from echosim.experiments.extras import require
-
-    require("pyarrow.parquet", "a sweep (its run store)")  # before any work, not after the runs
-    require("pandas", "a sweep (its tables)")
+    require_extras()  # before any work, not after the runs
     results = store.Store(store_dir)
     results.root.mkdir(parents=True, exist_ok=True)  # a store that cannot be made fails now, not after the runs
     note = _prepare_out(config, out)
@@ -207,7 +237,7 @@ def run_sweep(config: SweepConfig, out=None, *, workers: int | None = None, sche
         payloads: dict = {}
         counter = {"new": 0, "compile": 0.0, "workers": 0, "scheduler": None}
 
-        def execute(specs):
+        def execute(specs, why: str = ""):
             pending = [r for r in specs if not results.has(r.run_id) and r.run_id not in payloads]
             # runs that share their fresh batches (same data seed) run back to back, so each
             # worker's batch cache serves them, and the biggest batches go first, so the last
@@ -226,8 +256,9 @@ def run_sweep(config: SweepConfig, out=None, *, workers: int | None = None, sche
                 finished = executors.serial(pending)
             else:
                 finished = executors.local(pending, used)
-            _record(finished, results, payloads, Progress(len(pending), stream=stream, enabled=progress),
-                    on_done or (lambda payload: None))
+            label = f"{desc} ({why})" if why else desc
+            _record(finished, results, payloads, Progress(len(pending), stream=bar_stream, enabled=progress,
+                                                          desc=label), on_done or (lambda payload: None))
             counter["new"] += len(pending)
 
         def merged(**kw):
@@ -240,7 +271,7 @@ def run_sweep(config: SweepConfig, out=None, *, workers: int | None = None, sche
                 if not lost:
                     return res
                 results.lost.difference_update(r.run_id for r in lost)
-                execute(lost)
+                execute(lost, "runs of unreadable packs again")
 
         execute(runs)
         for round_no in range(config.settings.get("lr_extend", 0)):
@@ -252,7 +283,7 @@ def run_sweep(config: SweepConfig, out=None, *, workers: int | None = None, sche
                 print(f"extending the lr grid past its edge for {len(more)} run(s) (round {round_no + 1} of at most "
                       f"{config.settings['lr_extend']})", file=stream)
             runs += more
-            execute(more)
+            execute(more, f"lr grid extended, round {round_no + 1}")
         final = merged(curves_as="arrow")
         counts = {s: int((final.summary["status"] == s).sum()) if len(final.summary) else 0
                   for s in ("ok", "diverged", "failed")}

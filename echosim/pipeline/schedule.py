@@ -182,6 +182,31 @@ class Schedule:
             f"makespan={self.makespan:.6g}, batch_size={self.batch_size})"
         )
 
+    def _repr_html_(self) -> str:
+        """A notebook's view: the counts and, with a clock, the long-run figures with their units."""
+        import html
+
+        rows = [("fresh batches T", f"{self.n_batches}"), ("optimizer steps N", f"{self.n_steps}"),
+                ("mean echo N/T", f"{self.n_steps / self.n_batches:.3g}" if self.n_batches else "-")]
+        if self.batch_size is not None:
+            rows.append(("batch size B", f"{self.batch_size}"))
+        if self.timed and self.n_batches:
+            m = self.summary()
+            rows += [("makespan", f"{m['makespan']:.6g} time units"),
+                     ("throughput", f"{m['throughput']:.4g} fresh batches per time unit"),
+                     ("accelerator busy", f"{m['utilization']:.1%}"),
+                     ("switching batches", f"{m['switch_fraction']:.1%}"),
+                     ("idle", f"{m['idle_fraction']:.1%}"),
+                     ("loader workers blocked (full buffer)", f"{m['loader_blocked_fraction']:.1%}"),
+                     ("mean buffer occupancy", f"{m['mean_buffer_occupancy']:.3g} batches"),
+                     ("mean buffer wait", f"{m['mean_buffer_wait']:.4g} time units"),
+                     ("loader workers, prefetch", f"{self.workers}, {self.prefetch}")]
+        else:
+            rows.append(("clock", "none (step counts only)"))
+        body = "".join(f"<tr><th style='text-align:left'>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>"
+                       for k, v in rows)
+        return f"<table><caption>Schedule</caption>{body}</table>"
+
 
 def _first_counts(steps_per_batch: np.ndarray, n: int) -> np.ndarray:
     """K_t of the batches the first `n` steps use (the last one cut to fit), given every K_t."""

@@ -254,6 +254,24 @@ class Trace(ServiceTime):
     def __hash__(self) -> int:
         return hash((Trace, self.mode, self._digest, self.times.size))
 
+    def _repr_html_(self) -> str:
+        """A notebook's view: how many times, their mean, spread and range, the mode and the file."""
+        import html
+
+        t = self.times
+        cv = math.sqrt(self._variance) / self._mean if self._mean > 0 else math.nan
+        rows = [("times", f"{t.size}"), ("mean", f"{self._mean:.4g}"), ("cv (std / mean)", f"{cv:.3g}"),
+                ("min / median / max", f"{t.min():.4g} / {float(np.median(t)):.4g} / {t.max():.4g}"),
+                ("mode", "replayed in order (cycle)" if self.mode == "cycle" else "drawn with replacement (resample)")]
+        if self.source is not None:
+            rows.append(("read from", f"{self.source[0]}" + (f" (times x {self.source[1]:g})"
+                                                             if self.source[1] != 1.0 else "")))
+        rows.append(("digest", self._digest))
+        body = "".join(f"<tr><th style='text-align:left'>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>"
+                       for k, v in rows)
+        caption = "Trace (times in the pipeline's time unit; seconds in the planner)"
+        return f"<table><caption>{caption}</caption>{body}</table>"
+
     def __repr__(self) -> str:
         if self.times.size <= _TRACE_REPR_MAX:
             return f"Trace(times={tuple(self.times.tolist())!r}, mode={self.mode!r})"

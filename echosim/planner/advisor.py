@@ -29,7 +29,7 @@ import numpy as np
 
 from echosim.planner.timing import TimeModel, as_loader, as_time_model, format_duration
 
-__all__ = ["plan", "Plan", "PLANNED"]
+__all__ = ["plan", "Plan", "PLANNED", "FRAME_UNITS"]
 
 PLANNED = ("sync", "fixed", "greedy", "auto")
 """The echo policies of `echosim.pipeline` that the planner offers as candidates."""
@@ -81,6 +81,29 @@ def _default_echoes(R: float) -> list[int]:
 # --------------------------------------------------------------------------- the result
 
 
+FRAME_UNITS = {
+    "echo": ("echo_K", "steps per fresh batch (the mean K for greedy and auto)"),
+    "mean_echo": ("mean_echo_K", "steps per fresh batch"),
+    "batch_size": ("batch_size_B", "examples per fresh batch"),
+    "workers": ("loader_workers", "processes"),
+    "batches_to_target": ("fresh_batches_to_target", "fresh batches (median over seeds)"),
+    "steps_to_target": ("steps_to_target", "optimizer steps (median over seeds)"),
+    "wall_clock_to_target": ("wall_clock_to_target_s", "s (median)"),
+    "wall_clock_low": ("wall_clock_low_s", "s (10% quantile)"),
+    "wall_clock_high": ("wall_clock_high_s", "s (90% quantile)"),
+    "baseline_wall_clock": ("sync_wall_clock_s", "s (sync at the same B and workers)"),
+    "speedup": ("speedup_x", "times faster than sync at the same B and workers"),
+    "speedup_ceiling": ("speedup_ceiling_x", "times faster than sync if every echoed step were worth a fresh one"),
+    "utilization": ("accelerator_busy_fraction", "fraction of the time to target"),
+    "throughput": ("throughput_per_s", "fresh batches per second"),
+    "cost": ("cost_per_run", "price unit per run (prices are per hour)"),
+    "lr": ("lr", "learning rate (tuned)"),
+    "budget": ("budget_fresh_batches", "fresh batches simulated"),
+    "converged": ("seeds_converged", "seeds that reached the target / seeds"),
+}
+"""`Plan.to_frame`'s column for each candidate key: (name, unit); other keys keep their name."""
+
+
 @dataclass
 class Plan:
     """What `plan` found: one row per candidate, the best one per batch size and overall, and why.
@@ -130,14 +153,19 @@ class Plan:
         return json.dumps(self.to_dict(), indent=2, allow_nan=False)
 
     def to_frame(self):
-        """The candidates as a pandas DataFrame (one row each; times in seconds)."""
+        """The candidates as a pandas DataFrame, one row each, its columns named with their
+        units (`FRAME_UNITS`: ``wall_clock_to_target_s`` in seconds, ``speedup_x`` a ratio,
+        ...); ``frame.attrs["units"]`` spells each unit out."""
         try:
             import pandas as pd
         except ImportError:
             raise ImportError("Plan.to_frame needs pandas: pip install 'echosim[sweep]'") from None
-        rows = [{"candidate": self._name(c), **c, "recommended": c is self.recommended,
-                 "best_at_batch_size": c is self.best.get(c["batch_size"])} for c in self.candidates]
-        return pd.DataFrame(rows)
+        rows = [{"candidate": self._name(c), **{FRAME_UNITS.get(k, (k, ""))[0]: v for k, v in c.items()},
+                 "recommended": c is self.recommended, "best_at_batch_size": c is self.best.get(c["batch_size"])}
+                for c in self.candidates]
+        frame = pd.DataFrame(rows)
+        frame.attrs["units"] = {name: unit for name, unit in FRAME_UNITS.values() if name in frame.columns}
+        return frame
 
     def _rows(self):
         many_b = len({c["batch_size"] for c in self.candidates}) > 1
@@ -188,12 +216,23 @@ class Plan:
         th = "".join(f"<th>{html.escape(h)}</th>" for h in head)
         trs = "".join("<tr>" + "".join(f"<td>{html.escape(x)}</td>" for x in r) + "</tr>" for r in rows)
         rec = html.escape(f"{self._name(self.recommended)} at B = {self.recommended['batch_size']}: {self.reason}")
+        legend = html.escape("fresh: fresh batches to target; steps: optimizer steps to target; wall-clock: to "
+                             "target, median (10-90% band) in the unit shown; util: accelerator busy; speedup: "
+                             "over sync at the same B and loader workers; ceiling: the speedup if every echoed "
+                             "step were worth a fresh one" + ("; cost/run: price unit per run (prices per hour)"
+                                                              if "cost/run" in head else ""))
         return (f"<table><thead><tr>{th}</tr></thead><tbody>{trs}</tbody></table>"
+                f"<p><small>{legend}</small></p>"
                 f"<p><b>recommended</b>: {rec}</p><p><small>{html.escape(self.source)}</small></p>")
 
     def __repr__(self) -> str:
-        return (f"Plan(recommended={self._name(self.recommended)!r} at B={self.recommended['batch_size']}, "
-                f"candidates={len(self.candidates)})")
+        r = self.recommended
+        wall = r.get("wall_clock_to_target", math.nan)
+        wall = format_duration(wall) if isinstance(wall, float) and math.isfinite(wall) else "never"
+        sp = r.get("speedup", math.nan)
+        sp = f"{sp:.2f}x" if isinstance(sp, float) and math.isfinite(sp) else "-"
+        return (f"Plan(recommended={self._name(r)!r} at B={r['batch_size']}, wall_clock_to_target={wall!r}, "
+                f"speedup={sp!r}, candidates={len(self.candidates)})")
 
     @staticmethod
     def _name(c) -> str:
@@ -426,7 +465,9 @@ def plan(loader=None, step_time=None, *, batch_size, problem=None, steps_to_targ
     results : the run store for form (a)'s runs (default ``$ECHOSIM_STORE``, else
         ``echosim-results/store``): runs it holds, from any sweep or plan, are reused.
     progress : bool, optional
-        Form (a): a progress bar (a line when not on a terminal); default: on a terminal.
+        Form (a): on stderr, a line naming each simulation step (which candidates, how many
+        steps may follow) and its progress: a bar redrawn on a terminal, a line every 10 s
+        elsewhere (logs, pipes), tqdm's widget in a notebook; default on, ``False`` silences it.
     method, method_options : str, dict, optional
         Form (a): the optimizer simulated, a row of `echosim.training.methods.METHODS`
         (e.g. ``"echoed_heavy_ball"`` with ``{"momentum": 0.9}``, ``"echoed_adam"`` with
@@ -509,11 +550,9 @@ def plan(loader=None, step_time=None, *, batch_size, problem=None, steps_to_targ
 
         notes.append(f"accuracy of the T(K) model: {ACCURACY}")
     else:
-        import sys
-
         from echosim.planner.simulated import run_candidates
 
-        show = sys.stderr.isatty() if progress is None else bool(progress)
+        show = True if progress is None else bool(progress)
         source, more = run_candidates(cands, pconf, ctx, target, processes, results, show)
         notes.extend(more)
     notes.insert(0, f"timing: {timing.describe}")

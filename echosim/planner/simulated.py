@@ -59,15 +59,40 @@ def lr_grid_for(problem_obj, decades: float = 3.5, per_decade: int = 4) -> dict:
     return {"start": stop / 10 ** decades, "stop": stop, "per_decade": per_decade}
 
 
-def run_config(data: dict, workers: int, store_dir=None, progress=False):
+def run_config(data: dict, workers: int, store_dir=None, progress=False, desc: str | None = None):
     """Parse and run a sweep config dict; its tables go to a temporary directory, its
-    runs to the run store (`store_dir`, default the shared one: finished runs are reused)."""
+    runs to the run store (`store_dir`, default the shared one: finished runs are reused).
+    `desc` names its progress bar."""
     from echosim.experiments.config import parse_config
     from echosim.experiments.sweep import run_sweep
 
     conf = parse_config(data, source="<plan>")
     with tempfile.TemporaryDirectory(prefix="echosim-plan-") as d:
-        return conf, run_sweep(conf, out=d, workers=workers, progress=bool(progress), store_dir=store_dir)
+        return conf, run_sweep(conf, out=d, workers=workers, progress=bool(progress), store_dir=store_dir, desc=desc)
+
+
+def _say(text: str) -> None:
+    """One line on stderr before a wait: what is simulated next."""
+    import sys
+
+    try:
+        print(text, file=sys.stderr, flush=True)
+    except (OSError, ValueError):  # pragma: no cover - stderr gone
+        pass
+
+
+def _candidate_words(cands) -> str:
+    """"sync, fixed K=2/4/8, greedy, auto": the candidates of one sweep, in a few words."""
+    fixed = [str(int(c["echo"])) for c in cands if c["policy"] == "fixed"]
+    out = []
+    for c in cands:
+        if c["policy"] == "fixed":
+            if fixed:
+                out.append("fixed K=" + "/".join(fixed))
+                fixed = []
+        else:
+            out.append(c["policy"])
+    return ", ".join(out)
 
 
 _MAX_BUDGET = 64_000
@@ -188,6 +213,9 @@ def run_candidates(cands, pconf, ctx, target, processes, results, progress=None)
     same rule, 1.5× the baseline's T, is given to every candidate. Fills each candidate
     dict in place; returns (source text, notes).
     """
+    from echosim.experiments.sweep import require_extras
+
+    require_extras()  # before saying what is simulated next
     optimizer = dict(ctx.get("optimizer") or {})
     problem_obj = _probe(pconf, optimizer)
     lr = dict(ADAM_LRS) if optimizer.get("method") == "echoed_adam" else lr_grid_for(problem_obj)
@@ -200,9 +228,12 @@ def run_candidates(cands, pconf, ctx, target, processes, results, progress=None)
         return (c["batch_size"], c["workers"], repr(c["loader_time"]), repr(c["step_time_dist"]))
 
     groups = list(dict.fromkeys(timing_key(c) for c in cands))
-    for gkey in groups:
+    many_w = len({g[1] for g in groups}) > 1
+    for gi, gkey in enumerate(groups, 1):
         mine = [c for c in cands if timing_key(c) == gkey]
         B, W = gkey[0], gkey[1]
+        where = f"B={B}" + (f" W={W}" if many_w else "")
+        group = f"group {gi} of {len(groups)} (B = {B}, {W} loader worker{'s' if W > 1 else ''})"
         pipe = {"arrival": _service_table(mine[0]["loader_time"]), "step_time": _service_table(mine[0]["step_time_dist"]),
                 "workers": W, "prefetch": ctx["prefetch"]}
         if not any(c["policy"] == "sync" for c in mine):  # every timing group needs its own baseline budget
@@ -210,7 +241,7 @@ def run_candidates(cands, pconf, ctx, target, processes, results, progress=None)
         else:
             mine_base = [c for c in mine if c["policy"] == "sync"]
 
-        def sweep(cs, n_batches):
+        def sweep(cs, n_batches, desc):
             pol = [c["policy"] for c in cs]
             p = dict(pipe)
             if "greedy" in pol or "auto" in pol:
@@ -223,11 +254,18 @@ def run_candidates(cands, pconf, ctx, target, processes, results, progress=None)
                                                                      c["policy"] == "fixed" else 1] for c in cs]}
             else:
                 p["policy"] = list(dict.fromkeys(pol))
-            return run_config(data, processes, results, progress)[1]
+            return run_config(data, processes, results, progress, desc)[1]
 
         budget = _initial_budget(B)
+        search = 0
         while True:
-            rep = sweep(mine_base, budget)
+            search += 1
+            left = int(math.log2(_MAX_BUDGET / budget)) if budget * 2 <= _MAX_BUDGET else 0
+            if progress:
+                _say(f"plan, {group}: sync alone for {budget} fresh batches, to find the budget (step {search}; "
+                     f"at most {left} more doubling{'s' if left != 1 else ''}, then the {len(mine)} candidates: "
+                     f"{_candidate_words(mine)})")
+            rep = sweep(mine_base, budget, f"plan {gi}/{len(groups)} {where}: sync, budget {budget}")
             r = rep.tuned.iloc[0]
             if r["n_converged"] * 2 > r["n_seeds"] and math.isfinite(r["conv_time"]):
                 T1 = float(r["conv_batches"])
@@ -238,7 +276,10 @@ def run_candidates(cands, pconf, ctx, target, processes, results, progress=None)
             budget *= 2
         if math.isfinite(T1):
             n_budget = int(math.ceil(1.5 * T1)) + 5
-            rep = sweep(mine, n_budget)
+            if progress:
+                _say(f"plan, {group}: the {len(mine)} candidates ({_candidate_words(mine)}) for {n_budget} fresh "
+                     f"batches each, last step of this group")
+            rep = sweep(mine, n_budget, f"plan {gi}/{len(groups)} {where}: {len(mine)} candidates")
         else:
             n_budget = budget
             notes.append(f"B = {B}, {W} worker(s): without echoing the target is not reached within "

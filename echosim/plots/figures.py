@@ -146,7 +146,9 @@ def draw_convergence_vs_echo(data: dict):
     line; the tuned lr (orange, right axis)."""
     from echosim.plots.views import draw_echo_panel
 
-    fig, axes = _figure(len(data["panels"]), 4.0, 3.4)
+    # drawn at 3.3 in per panel with 10–11 pt text: scaled to the docs' page width, tick labels
+    # stay about 10 px high (at 4 in and 7 pt they were about 6 px)
+    fig, axes = _figure(len(data["panels"]), 3.3, 3.2)
     for ax, p in zip(axes, data["panels"]):
         K = p["K"]
         series = [(p[key], None, None, color, name)
@@ -162,21 +164,31 @@ def draw_convergence_vs_echo(data: dict):
                              xytext=(0, 4), textcoords="offset points", ha="center")
         lr_ok = p["lr"][np.isfinite(p["lr"])]
         ax2.set_ylim(min(0.005, lr_ok.min() / 1.5) if lr_ok.size else 0.005, 20)
-        ax2.tick_params(axis="y", colors="tab:orange", labelsize=7)
+        ax2.tick_params(axis="y", colors="tab:orange", labelsize=_FIG1_TICKS)
+        ax.tick_params(labelsize=_FIG1_TICKS)
+        ax.xaxis.label.set_size(_FIG1_LABELS)
+        ax.title.set_size(_FIG1_LABELS)
         if ax is axes[-1]:
-            ax2.set_ylabel("tuned learning rate", color="tab:orange")
-    axes[0].set_ylabel("convergence time")
+            ax2.set_ylabel("tuned learning rate", color="tab:orange", fontsize=_FIG1_LABELS)
+    axes[0].set_ylabel("convergence time", fontsize=_FIG1_LABELS)
     h, lab = axes[0].get_legend_handles_labels()
     from matplotlib.lines import Line2D
 
     h.append(Line2D([], [], color="tab:orange", ls="--", marker="s", ms=3))
     lab.append("tuned lr (right axis)")
-    fig.legend(h, lab, fontsize=7, loc="outside lower center", ncols=3,
-               title=f"dots: each of {data['n_seeds']} seeds at the tuned lr; lines: their median", title_fontsize=7)
-    fig.suptitle(f"Agarwal et al.'s Figure 2 protocol on the {_short_name(data['name'])} data: convergence time vs K "
+    fig.legend(h, lab, fontsize=_FIG1_TICKS, loc="outside lower center", ncols=3,
+               title=f"dots: each of {data['n_seeds']} seeds at the tuned lr; lines: their median",
+               title_fontsize=_FIG1_TICKS)
+    fig.suptitle(f"Agarwal et al.'s Figure 2 protocol on the {_short_name(data['name'])} data: convergence time vs K\n"
                  f"(loss within {100 * data['rtol']:g}% of F* = {data['F_star']:.4f} for {data['hold']} batches; "
-                 "lr tuned per (B, K))" + ("; ^ tuned lr at the edge of its grid" if data["edge"] else ""), fontsize=9)
+                 "lr tuned per (B, K))" + ("; ^ tuned lr at the edge of its grid" if data["edge"] else ""),
+                 fontsize=_FIG1_LABELS)
     return fig
+
+
+_FIG1_TICKS = 10
+_FIG1_LABELS = 11
+"""Figure 1's font sizes (pt): tick labels and legend; axis labels, titles."""
 
 
 def _short_name(name: str) -> str:
@@ -217,6 +229,17 @@ def _first_dip(x, y) -> float:
     return math.nan
 
 
+def _settles(x, y, dip: float) -> float:
+    """The level a curve settles at after its dip, or NaN: where, from halfway (in log T)
+    between the dip and the end, it stays within a factor 2 (a plateau, not an oscillation)."""
+    if not math.isfinite(dip) or x[-1] < 10 * dip:
+        return math.nan
+    tail = y[x >= math.sqrt(dip * x[-1])]
+    if tail.size < 3 or not np.all(np.isfinite(tail)) or tail.max() > 2 * tail.min():
+        return math.nan
+    return float(np.median(tail))
+
+
 def bounds_vs_simulation_view(summary, curves, tuned) -> dict:
     """Per method (and batch size): the mean excess risk over seeds (and a 10–90% band)
     of the iterate its bound is about, next to the bound at the run's own step size at
@@ -250,6 +273,7 @@ def bounds_vs_simulation_view(summary, curves, tuned) -> dict:
                 item = {"median": {"x": x[keep], "y": mean[keep], "y_low": lo[keep], "y_high": hi[keep],
                                    "n": len(by_run), "label": f"{label}: mean"}, "lr": float(g["optimizer.lr"].iloc[0]),
                         "start": float(mean[0]), "final": float(mean[-1]), "dip": _first_dip(x[keep], mean[keep])}
+                item["settles"] = _settles(x[keep], mean[keep], item["dip"])
                 r0 = g.iloc[0]
                 bound = bound_curve({"beta": r0["beta"], "rho": r0["rho"], "D": r0["D"]}, int(r0["optimizer.batch_size"]),
                                     x[keep], lr=float(r0["optimizer.lr"]), echo=float(r0["optimizer.echo"]),
@@ -258,13 +282,16 @@ def bounds_vs_simulation_view(summary, curves, tuned) -> dict:
                     vacuous.append((label, float(bound["y"][-1])))  # far above F(w0) − F*: says nothing, not drawn
                 elif name is not None and len(bound["y"]):
                     item["bound"] = dict(bound, label=f"{label}: bound")
+                    item["bound_min"] = float(np.min(bound["y"]))  # above `start`: drawn, but vacuous too
                 items.append(item)
             r0 = rows.iloc[0]
             lr = float(r0["optimizer.lr"])
             if theory_step:
                 step = "at its bound's step"
             elif vacuous:
-                step = f"step {lr:g}: bound vacuous (≥ {min(v for _, v in vacuous):.2g})"
+                drawn_vacuous = any(it.get("bound_min", -math.inf) > it["start"] for it in items)
+                step = (f"step {lr:g}\nbounds vacuous; " if drawn_vacuous else f"step {lr:g}\n") + \
+                    f"{', '.join(v for v, _ in vacuous)}'s not drawn (≥ {min(v for _, v in vacuous):.2g})"
             else:
                 step = f"step {lr:g}"
             title = (_TITLES.get(method, METHODS[method].title) + ("" if B is None else f", B = {int(B)}") + f"\n{_ITERATE_WORDS[column]}, {step}")
@@ -543,6 +570,18 @@ def _g(v, digits=3) -> str:
     return f"{v:.{digits}g}"
 
 
+def _finite(v) -> bool:
+    """A number that is not NaN or ±inf (a saved fact may be null: not finite)."""
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _factor(v: float) -> str:
+    """A ratio as a caption says it: 6.1, 45, 2,190 (three significant digits, grouped)."""
+    if v >= 100:
+        return f"{float(f'{v:.3g}'):,.0f}"
+    return f"{v:.2g}"
+
+
 def _ratio_words(lo: float, hi: float) -> str:
     return f"{_g(lo)}–{_g(hi)}" if _g(lo) != _g(hi) else _g(lo)
 
@@ -577,6 +616,8 @@ def facts_convergence_vs_echo(data: dict) -> dict:
             "lr": f"{_g(lr[0])} at K = {K[0]:g}, {_g(lr[-1])} at K = {K[-1]:g}" if np.isfinite(lr[[0, -1]]).all()
             else "not tuned at every K", "lr_K": float(lr[0] / lr[-1]) if np.isfinite(lr[[0, -1]]).all() else math.nan,
             "K_ratio": float(K[-1] / K[0]), "above_cap": int(np.sum(lr > 1 / data["beta"])),
+            "n_tuned": int(np.sum(np.isfinite(lr))),
+            "cap_factors": [float(v) for v in (lr[lr > 1 / data["beta"]] * data["beta"])],
             "spread": max([float(v[np.isfinite(v)].max() / v[np.isfinite(v)].min())
                            for v, l in zip(p["KT_seeds"], lr) if np.isfinite(l) and np.isfinite(v).sum() > 1
                            and v[np.isfinite(v)].min() > 0] or [math.nan]),
@@ -611,7 +652,7 @@ cell{never_words}; {cap_words}.
 def caption_convergence_vs_echo(f: dict) -> str:
     lines = []
     for p in f["panels"]:
-        if not math.isfinite(p["lr_K"]):
+        if not _finite(p["lr_K"]):
             lr_words = f"the tuned learning rate is {p['lr']}"
         elif abs(p["lr_K"] - 1) < 0.05:
             lr_words = f"the tuned learning rate stays put while K grows {p['K_ratio']:g}-fold ({p['lr']})"
@@ -620,9 +661,23 @@ def caption_convergence_vs_echo(f: dict) -> str:
                         f"({p['lr']})")
         lines.append(f"- **B = {p['B']}:** {p['T']}; {p['BT']}; {p['KT']}; {lr_words}.")
     above = sum(p["above_cap"] for p in f["panels"])
-    cap = (f"{above} tuned learning rates lie above 1/β = {1 / f['beta']:.3g}, the largest step the theory covers"
-           if above else f"every tuned learning rate lies within the theory's step range η ≤ 1/β = {1 / f['beta']:.3g}")
-    spreads = [p["spread"] for p in f["panels"] if math.isfinite(p["spread"])]
+    cap_at = f"1/β = {1 / f['beta']:.3g}, the largest step the theory covers"
+    if all("n_tuned" in p for p in f["panels"]):  # facts that say how many were tuned, and by how much above
+        tuned = sum(p["n_tuned"] for p in f["panels"])
+        factors = [v for p in f["panels"] for v in p["cap_factors"]]
+        by = (f", by {_factor(min(factors))}–{_factor(max(factors))}×" if factors and _factor(min(factors))
+              != _factor(max(factors)) else f", by {_factor(factors[0])}×" if factors else "")
+        if above and above == tuned:
+            cap = (f"every one of the {tuned} tuned learning rates lies above {cap_at}{by}: no bound of the "
+                   "paper applies to any of these runs")
+        elif above:
+            cap = f"{above} of the {tuned} tuned learning rates lie above {cap_at}{by}: no bound applies to those runs"
+        else:
+            cap = f"every tuned learning rate lies within the theory's step range η ≤ 1/β = {1 / f['beta']:.3g}"
+    else:  # facts saved before the counts were: the count alone
+        cap = (f"{above} tuned learning rates lie above {cap_at}" if above else
+               f"every tuned learning rate lies within the theory's step range η ≤ 1/β = {1 / f['beta']:.3g}")
+    spreads = [p["spread"] for p in f["panels"] if _finite(p["spread"])]
     never = sum(p["never"] for p in f["panels"])
     never_words = (f", and {never} seed(s) at a tuned lr never reached it within the budget" if never else
                    ", and every seed at every tuned lr reached it")
@@ -638,14 +693,17 @@ def facts_bounds_vs_simulation(data: dict) -> dict:
          "least_squares": c.get("least_squares", {"beta": math.nan, "rho": math.nan, "D": math.nan})}
     for p in data["panels"]:
         entry = {"title": p["title"].replace("\n", ", "), "method": p["method"], "B": p["B"],
-                 "theory_step": p["theory_step"], "vacuous": [v for _, v in p["vacuous"]], "curves": []}
+                 "theory_step": p["theory_step"], "vacuous": [v for _, v in p["vacuous"]],
+                 "vacuous_labels": [label for label, _ in p["vacuous"]], "curves": []}
         for c in p["curves"]:
             m, b = c["median"], c.get("bound")
             below = None if b is None else bool(np.all(m["y"] <= b["y"]))
             if below is False:
                 f["all_below"] = False
             entry["curves"].append({"label": m["label"].split(":")[0], "lr": c["lr"], "start": c["start"],
-                                    "final": c["final"], "dip": c["dip"], "below": below})
+                                    "final": c["final"], "dip": c["dip"], "below": below,
+                                    "settles": c.get("settles", math.nan),
+                                    "bound_min": c.get("bound_min", math.nan) if b is not None else math.nan})
         f["panels"].append(entry)
     return f
 
@@ -668,21 +726,42 @@ What to see (numbers from this figure's tables): {below_words}
 
 
 def caption_bounds_vs_simulation(f: dict) -> str:
+    f = dict(f, **{kind: {k: math.nan if v is None else v for k, v in f[kind].items()}
+                   for kind in ("logistic", "least_squares")})
     below = ("the simulated mean stays below every bound drawn, at every T." if f["all_below"] else
              "the simulated mean rises above a bound somewhere (see the panels): that bound does not hold here.")
     lines = []
     for p in f["panels"]:
         parts = []
         for c in p["curves"]:
-            dip = (f", with a dip at T ≈ {_g(c['dip'])} and a rebound" if math.isfinite(c["dip"]) else "")
+            if _finite(c["dip"]) and _finite(c.get("settles")):
+                dip = f", with a dip at T ≈ {_g(c['dip'])}, then a plateau at about {_g(c['settles'], 2)}"
+            else:
+                dip = f", with a dip at T ≈ {_g(c['dip'])} and a rebound" if _finite(c["dip"]) else ""
             parts.append(f"{c['label']} (step {_g(c['lr'])}): {_g(c['start'])} → {_g(c['final'])}{dip}")
         extra = ""
+        drawn_vacuous = [c for c in p["curves"] if _finite(c.get("bound_min")) and c["bound_min"] > c["start"]]
         if p["vacuous"]:
-            extra = (f" At this step the bound applies but is vacuous: it stays over a hundred times above the "
+            labels = p.get("vacuous_labels") or []
+            whose = f"the bound of {' and '.join(labels)}" if labels else "the bound"
+            extra = (f" At this step {whose} applies but is vacuous: it stays over a hundred times above the "
                      f"starting excess risk (≥ {_g(min(p['vacuous']))} at the end), so it is not drawn.")
-        if p["method"] == "echoed_nesterov" and any(math.isfinite(c["dip"]) for c in p["curves"]):
+        if drawn_vacuous:
+            names = " and ".join(c["label"] for c in drawn_vacuous)
+            lows = ", ".join(_g(c["bound_min"], 2) for c in drawn_vacuous)
+            extra += (f" The bounds drawn for {names} are vacuous too: they stay above the starting excess risk "
+                      f"{_g(drawn_vacuous[0]['start'])} at every T (their smallest values: {lows}), so they say "
+                      "nothing about these runs.")
+        dipped = [c for c in p["curves"] if _finite(c["dip"])]
+        plateau = [c for c in dipped if _finite(c.get("settles"))]
+        if p["method"] == "echoed_nesterov" and plateau:
+            extra += (f" After its dip the mean of {' and '.join(c['label'] for c in plateau)} does not oscillate: "
+                      "it rises to a flat plateau and stays there to the end. At this constant step the last "
+                      "iterate does not converge; it keeps moving with each fresh batch's noise, and the plateau "
+                      "is the level of that noise.")
+        elif p["method"] == "echoed_nesterov" and dipped:
             beta = f["least_squares"]["beta"]
-            small = all(c["lr"] < 0.1 / beta for c in p["curves"]) if math.isfinite(beta) else False
+            small = all(c["lr"] < 0.1 / beta for c in p["curves"]) if _finite(beta) else False
             extra += (" The dip and rebound are AGD's momentum: with μ_k = k/(k+3) never reset"
                       + (" and a step far below 1/β" if small else "")
                       + ", the last iterate overshoots the minimum and oscillates about it with a slowly "
@@ -747,6 +826,7 @@ def caption_speedup_vs_R(f: dict) -> str:
                  "many seeds meet fewer stalls than the mean-based model charges them for, and others many more: "
                  "a wide band.")
     law = (f"with probability {st['p']:g} a stall of {st['length'] / st['R']:g}R" if st else "none here")
+    f = dict(f, setup={k: math.nan if v is None else v for k, v in f["setup"].items()})
     return TEMPLATE_SPEEDUP_VS_R.format(**f, e_list=", ".join(map(str, f["echoes"])), stall_law=law,
                                         frac_pct=100 * f["setup"]["fraction"],
                                         ratios=", ".join(f"{r:.3g}" for r in f["fresh_ratio"]),
@@ -817,12 +897,12 @@ What to see (numbers from this figure's tables):
 
 {row_lines}
 
-The prediction is a ratio of worst-case bounds: it gets the direction right where the two agree
-on whether echoing pays, and its size only roughly; it is not a fit to this problem.
+{summary_words}
 """
 
 
 def caption_predicted_vs_simulated(f: dict) -> str:
+    f = dict(f, start=math.nan if f.get("start") is None else f["start"])
     lines = []
     for r in f["rows"]:
         pairs = ", ".join(f"K = {k}: {_g(p, 2)} / {_g(q, 2)}" for k, p, q in zip(f["K"][1:], r["pred"][1:], r["sim"][1:]))
@@ -831,7 +911,24 @@ def caption_predicted_vs_simulated(f: dict) -> str:
                    + f"; the best K is {r['best_pred']} by the prediction, {r['best_sim']} in the simulation")
         lines.append(f"- **B = {r['B']}** (predicted / simulated) {pairs}: {verdict}.")
     return TEMPLATE_PREDICTED_VS_SIMULATED.format(**f, R_list=", ".join(f"{v:.3g}" for v in f["R"]),
-                                                  B_list=", ".join(map(str, f["B"])), row_lines="\n".join(lines))
+                                                  B_list=", ".join(map(str, f["B"])), row_lines="\n".join(lines),
+                                                  summary_words=_prediction_words(f))
+
+
+def _prediction_words(f: dict) -> str:
+    """How the prediction fares over every echoed cell: whether echoing pays, and by how much it is off."""
+    agree = sum(r["agree"] for r in f["rows"])
+    cells = sum(r["n"] for r in f["rows"])
+    ratios = [p / q for r in f["rows"] for p, q in zip(r["pred"][1:], r["sim"][1:]) if _finite(p) and _finite(q)
+              and q > 0]
+    best = sum(r["best_pred"] == r["best_sim"] for r in f["rows"])
+    head = ("The prediction is a ratio of worst-case bounds, not a fit to this problem: over the "
+            f"{cells} echoed cells (B, K > 1) it says rightly whether echoing pays in {agree}, and picks the "
+            f"simulation's best K at {best} of {len(f['rows'])} batch sizes")
+    if not ratios:
+        return head + "."
+    lo, hi = min(ratios), max(ratios)
+    return head + f"; its speedups are {_g(lo, 2)}–{_g(hi, 2)} times the simulated ones."
 
 
 # --------------------------------------------------------------------------- entry point
@@ -865,20 +962,54 @@ def caption(name: str, facts: dict) -> str:
     return CAPTIONS[name][1](facts).strip()
 
 
-def write_caption(name: str, facts: dict, page: Path = DOCS_PAGE, facts_dir: Path = DOCS_DIR) -> None:
-    """Write figure `name`'s facts (``<facts_dir>/<name>.json``) and its rendered caption
-    into `page`, between ``<!-- caption: name -->`` and ``<!-- /caption -->``."""
-    from echosim.experiments.specs import _jsonable
+def _as_saved(facts: dict) -> dict:
+    """The facts as their JSON file holds them (strict JSON: NaN and ±inf are null), which
+    is what a caption is rendered from and checked against."""
+    from echosim.experiments.specs import strict_jsonable
 
-    facts = json.loads(json.dumps(_jsonable(facts)))  # what the page is checked against, exactly
+    return json.loads(json.dumps(strict_jsonable(facts), allow_nan=False))
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    """Write `text` to `path` through a temporary file in the same directory, flushed to
+    disk, then renamed over it: a reader sees the old file or the new one, never half."""
+    import os
+    import tempfile
+
+    try:
+        mode = path.stat().st_mode & 0o777  # the file's own permissions, kept
+    except FileNotFoundError:
+        mask = os.umask(0)
+        os.umask(mask)
+        mode = 0o666 & ~mask  # what open() would have given a new file
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        os.fchmod(fd, mode)  # mkstemp makes it private (0600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def write_caption(name: str, facts: dict, page: Path = DOCS_PAGE, facts_dir: Path = DOCS_DIR) -> None:
+    """Write figure `name`'s facts (``<facts_dir>/<name>.json``, strict JSON, atomically) and
+    its rendered caption into `page`, between ``<!-- caption: name -->`` and ``<!-- /caption -->``."""
+    facts = _as_saved(facts)  # what the page is checked against, exactly
     facts_dir.mkdir(parents=True, exist_ok=True)
-    (facts_dir / f"{name}.json").write_text(json.dumps(facts, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    _write_atomic(facts_dir / f"{name}.json", json.dumps(facts, indent=1, sort_keys=True, allow_nan=False) + "\n")
     text = page.read_text(encoding="utf-8")
     block = f"<!-- caption: {name} -->\n{caption(name, facts)}\n<!-- /caption -->"
     new, n = re.subn(rf"<!-- caption: {name} -->\n.*?<!-- /caption -->", lambda _: block, text, flags=re.S)
     if n != 1:
         raise ValueError(f"{page}: no caption block for {name} (expected <!-- caption: {name} --> … <!-- /caption -->)")
-    page.write_text(new, encoding="utf-8")
+    _write_atomic(page, new)
 
 
 def make_figures(out_dir=None, quick: bool = False, only=None, workers: int | None = None, store_dir=None,
@@ -903,7 +1034,6 @@ def make_figures(out_dir=None, quick: bool = False, only=None, workers: int | No
     each figure that could not be made (e.g. a missing optional dependency); the others
     are made regardless.
     """
-    from echosim.experiments.specs import _jsonable
     from echosim.experiments.sweep import run_sweep
 
     names = list(FIGURES) if only is None else ([only] if isinstance(only, str) else list(only))
@@ -915,7 +1045,7 @@ def make_figures(out_dir=None, quick: bool = False, only=None, workers: int | No
         raise ValueError(f"--out {str(out)!r} is a file, not a directory")
     written, failed = {}, {}
     t_all = time.perf_counter()
-    for n in names:
+    for i, n in enumerate(names, 1):
         t0 = time.perf_counter()
         try:
             conf = figure_config(n, quick=quick)
@@ -923,13 +1053,14 @@ def make_figures(out_dir=None, quick: bool = False, only=None, workers: int | No
             failed[n] = " ".join(str(exc).split())
             _log(f"{n}: skipped: {failed[n]}")
             continue
-        report = run_sweep(conf, out=out / n, workers=workers, store_dir=store_dir, progress=progress)
+        report = run_sweep(conf, out=out / n, workers=workers, store_dir=store_dir, progress=progress,
+                           desc=f"figure {i}/{len(names)} {n}")
         view, draw = FIGURES[n]
         data = view(report.summary, report.curves, report.tuned)
         fig = draw(data)
         facts = CAPTIONS[n][0](data)
         out.mkdir(parents=True, exist_ok=True)
-        (out / f"{n}.md").write_text(caption(n, json.loads(json.dumps(_jsonable(facts)))) + "\n", encoding="utf-8")
+        (out / f"{n}.md").write_text(caption(n, _as_saved(facts)) + "\n", encoding="utf-8")
         if docs:
             write_caption(n, facts)
         out.mkdir(parents=True, exist_ok=True)

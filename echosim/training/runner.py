@@ -78,6 +78,30 @@ class Trajectory:
     def __len__(self):
         return len(self.batches)
 
+    def __repr__(self) -> str:
+        n = len(self)
+        wall = f", wall_clock={float(self.time[-1]):.6g}" if self.time is not None and n else ""
+        risk = f"{float(self.risk[-1]):.4g}" if n else "nan"
+        batches, steps = (int(self.batches[-1]), int(self.steps[-1])) if n else (0, 0)
+        return (f"Trajectory(status={self.status!r}, points={n}, batches={batches}, steps={steps}, "
+                f"final_excess_risk={risk}{wall})")
+
+    def _repr_html_(self) -> str:
+        import html
+
+        n = len(self)
+        facts = [("status", self.status + (f" at fresh batch {self.diverged_at}" if self.diverged_at is not None
+                                           else "")),
+                 ("logged points", str(n)),
+                 ("fresh batches", str(int(self.batches[-1])) if n else "0"),
+                 ("optimizer steps", str(int(self.steps[-1])) if n else "0"),
+                 ("final excess risk F(w) − F*", f"{float(self.risk[-1]):.4g}" if n else "-")]
+        if self.time is not None and n:
+            facts.append(("simulated wall-clock", f"{float(self.time[-1]):.6g} time units"))
+        rows = "".join(f"<tr><th style='text-align:left'>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>"
+                       for k, v in facts)
+        return f"<table><caption>Trajectory</caption>{rows}</table>"
+
     def summary(self) -> dict:
         """Final values and the run's parameters, as one flat dict."""
         out = dict(self.info)

@@ -56,7 +56,10 @@ def test_a_sweep_runs_every_run_and_tunes_per_setting(serial, tiny_conf):
 
 def test_a_sweep_result_shows_itself_in_a_notebook(serial):
     page = serial._repr_html_()
-    assert page.startswith("<p><b>") and "<table" in page and "conv_batches" in page
+    assert page.startswith("<p><b>") and "<table" in page
+    # the columns say what they count and in which unit, as the text table does
+    assert "T to target (fresh batches)" in page and "wall-clock to target (simulated time units)" in page
+    assert "conv_batches" not in page and "conv_time" not in page
     assert "In words:" in page and "B = 8: echoing" in page
 
 
@@ -422,6 +425,76 @@ def test_a_sweep_shows_progress_lines_through_the_api_and_none_when_silenced(tin
     log = io.StringIO()
     run_sweep(tiny_conf, out=tmp_path / "b", workers=1, stream=log, progress=False, store_dir=tmp_path / "s")
     assert log.getvalue() == ""
+
+
+def test_a_sweep_names_its_bar(tiny_conf, tmp_path):
+    log = io.StringIO()
+    run_sweep(tiny_conf, out=tmp_path / "a", workers=1, stream=log, store_dir=tmp_path / "s")
+    assert log.getvalue().splitlines()[-1].startswith("tiny 100%|")  # the config's name by default
+    log = io.StringIO()
+    run_sweep(tiny_conf, out=tmp_path / "b", workers=1, stream=log, store_dir=tmp_path / "t", desc="figure 9")
+    assert log.getvalue().splitlines()[-1].startswith("figure 9 100%|")
+
+
+def test_on_a_narrow_terminal_the_bar_shortens_its_name_to_fit(monkeypatch):
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    monkeypatch.setenv("COLUMNS", "60")
+    tty = Tty()
+    with Progress(10, stream=tty, desc="plan 1/1 B=256: sync, budget 375 fresh batches") as bar:
+        bar.update(10)
+    lines = [line for line in tty.getvalue().replace("\n", "\r").split("\r") if line]
+    assert lines and all(len(line) <= 59 for line in lines) and lines[-1].startswith("plan")
+    assert "…" in lines[-1] and "10/10" in lines[-1]
+
+
+def test_in_a_notebook_the_bar_is_tqdms_widget_and_falls_back_to_lines(monkeypatch):
+    import sys
+    import types
+
+    from echosim.experiments import progress as prog
+
+    made = []
+
+    class FakeTqdm:
+        def __init__(self, total, unit, desc, leave):
+            self.total, self.desc, self.n, self.closed = total, desc, 0, False
+            made.append(self)
+
+        def update(self, n):
+            self.n += n
+
+        def close(self):
+            self.closed = True
+
+    module = types.ModuleType("tqdm.notebook")
+    module.tqdm = FakeTqdm
+    monkeypatch.setitem(sys.modules, "tqdm", types.ModuleType("tqdm"))
+    monkeypatch.setitem(sys.modules, "tqdm.notebook", module)
+    monkeypatch.setattr(prog, "_in_notebook", lambda: True)
+    with Progress(3, desc="figure speedup_vs_R") as bar:
+        bar.update(3)
+    assert made and made[0].desc == "figure speedup_vs_R" and made[0].n == 3 and made[0].closed
+    log = io.StringIO()  # a stream given: lines on it, never the widget
+    Progress(2, stream=log, every=0.0).update(2)
+    assert len(made) == 1 and "2/2" in log.getvalue()
+
+    class Broken:  # tqdm's notebook bar without ipywidgets: "IProgress not found"
+        def __init__(self, **kw):
+            raise ImportError("IProgress not found. Please update jupyter and ipywidgets.")
+
+    module.tqdm = Broken
+    err = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", err)
+    bar = Progress(2, every=0.0)
+    bar.update(2)
+    assert "2/2" in err.getvalue()  # the plain lines, no crash
+    monkeypatch.setitem(sys.modules, "tqdm.notebook", None)  # tqdm not installed at all
+    bar = Progress(1, every=0.0)
+    bar.update()
+    assert "1/1" in err.getvalue().splitlines()[-1]
 
 
 def test_estimate_calibrates_a_cost_model(tiny_conf, tmp_path):

@@ -645,3 +645,13 @@ def test_first_steps_keeps_the_steps_that_end_by_a_budget():
     assert part.n_steps == 50 and part.steps_per_batch.sum() == 50
     np.testing.assert_array_equal(part.step_end, full.step_end[:50])
     assert part.n_batches == full.step_batch[49] + 1
+
+
+def test_a_schedule_shows_itself_in_a_notebook_with_units():
+    from echosim.pipeline import Pipeline, simulate
+    from echosim.pipeline.schedule import echo_schedule
+
+    s = simulate(Pipeline(8.0, policy="greedy", max_echo=8), n_batches=50, seed=0)
+    page = s._repr_html_()
+    assert "<table>" in page and "time units" in page and "accelerator busy" in page
+    assert "none (step counts only)" in echo_schedule(4, 10)._repr_html_()

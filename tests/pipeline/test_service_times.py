@@ -561,3 +561,10 @@ def test_trace_file_round_trip_and_dict(tmp_path, suffix):
     assert service_time_from_dict(d) == t
     d2 = back.scaled(2.0).to_dict()
     assert d2["scale"] == 2.0 and service_time_from_dict(d2) == t.scaled(2.0)
+
+
+def test_a_long_trace_shows_itself_in_a_notebook():
+    from echosim.pipeline.traces import Trace
+
+    page = Trace(np.linspace(1.0, 3.0, 1000))._repr_html_()
+    assert "<table>" in page and "<td>1000</td>" in page and "<td>2</td>" in page and "cycle" in page

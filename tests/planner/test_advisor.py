@@ -131,6 +131,11 @@ def test_notebook_output_frame_html_and_a_figure_without_touching_the_backend(tm
     p = plan("80ms", "10ms", batch_size=256, steps_to_target=STEPS, echoes=[2, 8], seeds=1)
     df = p.to_frame()
     assert len(df) == len(p.candidates) and df["recommended"].sum() == 1
+    for col in ("wall_clock_to_target_s", "wall_clock_low_s", "sync_wall_clock_s", "speedup_x",
+                "fresh_batches_to_target", "accelerator_busy_fraction"):
+        assert col in df.columns and col in df.attrs["units"], col
+    assert "wall_clock_to_target" not in df.columns  # every time column says its unit
+    assert repr(p).startswith("Plan(recommended=") and "speedup=" in repr(p) and len(repr(p)) < 200
     assert "<table>" in p._repr_html_() and "recommended" in p._repr_html_()
     fig = p.plot()
     from matplotlib.figure import Figure

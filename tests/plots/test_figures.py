@@ -177,3 +177,50 @@ def test_importing_figures_does_not_import_matplotlib():
 def test_theory_model_used_in_figure_3_is_choi():
     # ideal echoes give min(e, R) for R >= 1
     np.testing.assert_allclose(theory.echo_speedup(np.array([1.0, 2.0, 8.0]), 4, fresh_ratio=4.0), [1.0, 2.0, 4.0])
+
+
+def test_the_facts_file_is_strict_json_written_atomically(made, tmp_path):
+    """NaN facts are written as null (strict parsers reject NaN), through a temporary file
+    renamed over the old one; the caption renders the same from the file as from the facts."""
+    import json
+
+    page = tmp_path / "figures.md"
+    page.write_text("<!-- caption: bounds_vs_simulation -->\nold\n<!-- /caption -->\n", encoding="utf-8")
+    (tmp_path / "bounds_vs_simulation.json").write_text("{}", encoding="utf-8")
+    (tmp_path / "bounds_vs_simulation.json").chmod(0o644)
+    facts = F.CAPTIONS["bounds_vs_simulation"][0](view(made, "bounds_vs_simulation"))
+    facts["a_nan"] = math.nan
+    F.write_caption("bounds_vs_simulation", facts, page=page, facts_dir=tmp_path)
+    text = (tmp_path / "bounds_vs_simulation.json").read_text(encoding="utf-8")
+
+    def refuse(name):
+        raise AssertionError(f"non-standard JSON constant {name}")
+
+    saved = json.loads(text, parse_constant=refuse)
+    assert saved["a_nan"] is None and "NaN" not in text
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bounds_vs_simulation.json", "figures.md"]  # no temp left
+    assert (tmp_path / "bounds_vs_simulation.json").stat().st_mode & 0o777 == 0o644  # its permissions kept
+    assert F.caption("bounds_vs_simulation", saved) in page.read_text(encoding="utf-8")
+
+
+def test_figure_1_caption_says_how_many_tuned_rates_pass_the_cap_and_by_how_much():
+    base = {"n_seeds": 5, "F_star": 0.3, "rtol_pct": 1.0, "hold": 20, "n_runs": 10, "edge": "no", "beta": 100.0,
+            "grid_ratio": 1.41, "l2": 0.001, "eval_rows": 8192}
+    panel = {"B": 64, "BT": "b", "KT": "k", "T": "t", "lr": "x", "lr_K": 1.0, "K_ratio": 2.0, "spread": 1.5,
+             "never": 0}
+    every = dict(base, panels=[dict(panel, above_cap=2, n_tuned=2, cap_factors=[6.06, 2193.0])])
+    text = F.caption("convergence_vs_echo", every)
+    assert "every one of the 2 tuned learning rates lies above 1/β = 0.01" in text and "by 6.1–2,190×" in text
+    some = dict(base, panels=[dict(panel, above_cap=1, n_tuned=2, cap_factors=[3.0])])
+    assert "1 of the 2 tuned learning rates lie above" in F.caption("convergence_vs_echo", some)
+    none = dict(base, panels=[dict(panel, above_cap=0, n_tuned=2, cap_factors=[])])
+    assert "every tuned learning rate lies within" in F.caption("convergence_vs_echo", none)
+
+
+def test_figure_1_is_drawn_with_fonts_readable_at_page_width(made):
+    fig = F.draw_convergence_vs_echo(view(made, "convergence_vs_echo"))
+    for ax in fig.axes:
+        for label in ax.get_xticklabels() + ax.get_yticklabels():
+            if label.get_text():
+                assert label.get_fontsize() >= 10
+    assert fig.get_figwidth() <= 3.3 * len(fig.axes) / 2 + 1e-9  # two axes per panel (the lr on the right)
