@@ -135,7 +135,7 @@ class _Run:
 class _Test:
     """The comparison of two neighbouring caps lo < hi; its cycles' d = rate(lo) - rate(hi)."""
 
-    __slots__ = ("k", "alpha", "lo", "hi", "cycle", "planned", "d", "v", "rates", "kind", "rho", "skipped",
+    __slots__ = ("k", "alpha", "lo", "hi", "cycle", "planned", "d", "v", "c2", "rates", "kind", "rho", "skipped",
                  "outcome", "burst", "runs")
 
     def __init__(self, k: int, alpha: float, lo: int, hi: int):
@@ -144,6 +144,7 @@ class _Test:
         self.planned: list = []  # cycles planned and not yet evaluated
         self.d: list = []
         self.v: list = []
+        self.c2: list = []
         self.rates: list = []
         self.kind = None
         self.rho = None
@@ -393,11 +394,16 @@ class AutoEcho:
                 coef[j + 1] -= 0.5 * s / r.duration
             v = self._s2 * sum(c * c for c in coef)
         d = 0.5 * sum(s * x for s, x in zip(sign, rates))
-        if not (math.isfinite(d) and math.isfinite(v)):
+        # the cubic contrast of the four runs: free of the caps' difference and of a drift up to
+        # quadratic in time, with d's variance when the runs' noises are alike: a pure-noise reading
+        # of d's variance that holds under autocorrelated or changing noise
+        c = (-rates[0] + 3.0 * rates[1] - 3.0 * rates[2] + rates[3]) / math.sqrt(20.0)
+        if not (math.isfinite(d) and math.isfinite(v) and math.isfinite(c)):
             test.skipped += 1
             return
         test.d.append(d)
         test.v.append(v)
+        test.c2.append(c * c)
         test.rates.append(sum(rates) / 4.0)
         test.burst += 1
         self._judge(test)
@@ -405,7 +411,7 @@ class AutoEcho:
     def _judge(self, test: _Test) -> None:
         n = len(test.d)
         S = math.fsum(test.d)
-        V = math.fsum(test.v)
+        V = max(math.fsum(test.v), math.fsum(test.c2))
         if n >= _MIN_CYCLES:
             mean = S / n
             V = max(V, n / (n - 1) * math.fsum((x - mean) * (x - mean) for x in test.d))

@@ -14,9 +14,10 @@ from echosim.control import AutoEcho, Driver
 
 
 def drive(gain, n, *, seed=0, noise=0.02, floor=0.0, start_loss=1.0, paired_noise=None, probe=False, ar=0.0,
-          pace=None, relative=False, controller=None, **options):
+          pace=None, relative=False, heavy=False, controller=None, **options):
     """Run `n` fresh batches; returns (caps per batch, the controller). With `relative` the noise
-    is a fraction of the loss (heteroscedastic: a batch loss's noise shrinks with the loss)."""
+    is a fraction of the loss (heteroscedastic: a batch loss's noise shrinks with the loss); with
+    `heavy` it is Student's t with 3 degrees of freedom, scaled to unit variance."""
     rng = np.random.default_rng(seed)
     ctrl = controller if controller is not None else AutoEcho(**{"max_echo": 8, **options})
     drv = Driver(ctrl)
@@ -28,7 +29,8 @@ def drive(gain, n, *, seed=0, noise=0.02, floor=0.0, start_loss=1.0, paired_nois
         c = drv.begin(t, float(t))
         caps[t] = c
         k = c if pace is None else min(c, pace)
-        wander = ar * wander + noise * (L - floor if relative else 1.0) * rng.standard_normal()
+        e = rng.standard_t(3) / np.sqrt(3.0) if heavy else rng.standard_normal()
+        wander = ar * wander + noise * (L - floor if relative else 1.0) * e
         drv.first_loss(t, L + wander)
         if paired_noise is not None and prev_L is not None:
             # batch t at the weights batch t-1 started from, minus at the weights now: the true progress

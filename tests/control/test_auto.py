@@ -25,14 +25,16 @@ def stepped(ctrl, direction):
 
 
 @pytest.mark.parametrize("noise, kw", [(0.005, {}), (0.02, {}), (0.05, {"paired_noise": 0.002}),
-                                       (0.01, {"ar": 0.9})],
-                         ids=["loss", "loss-noisy", "paired", "loss-autocorrelated"])
+                                       (0.01, {"ar": 0.9}), (0.005, {"heavy": True})],
+                         ids=["loss", "loss-noisy", "paired", "loss-autocorrelated", "loss-heavy-tailed"])
 def test_where_echoing_pays_throughout_it_never_steps_down_in_at_least_90_percent_of_jobs(noise, kw):
     downs = sum(stepped(drive(pays(), 600, seed=s, noise=noise, **kw)[1], "down") for s in range(SEEDS))
     assert downs / SEEDS <= wrong_rate(downs)
 
 
-@pytest.mark.parametrize("noise, kw", [(0.005, {}), (0.02, {"paired_noise": 0.001})], ids=["loss", "paired"])
+@pytest.mark.parametrize("noise, kw", [(0.005, {}), (0.02, {"paired_noise": 0.001}), (0.005, {"ar": 0.9}),
+                                       (0.005, {"heavy": True})],
+                         ids=["loss", "paired", "loss-autocorrelated", "loss-heavy-tailed"])
 def test_where_echoing_hurts_it_stays_at_one_outside_its_tests(noise, kw):
     ups = 0
     for s in range(SEEDS):
