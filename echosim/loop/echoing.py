@@ -420,6 +420,8 @@ class echoing:  # noqa: N801 - used like a function: `for batch in echoing(loade
             Squared gradient norms on the first b examples and on the whole batch of B:
             the gradient-noise scale (`echosim.loop.signals.noise_scale`).
 
+        Notes
+        -----
         A loss or signal that is not finite (or beyond 1e150) means the run diverged: it
         is recorded, said once, and "auto" falls back to K = 1.
         """

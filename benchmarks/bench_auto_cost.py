@@ -1,0 +1,136 @@
+"""What policy "auto" and its signals cost per step, in CPU time of the training loop's thread.
+
+    python benchmarks/bench_auto_cost.py            # about a minute; the torch rows need the torch extra
+    python benchmarks/bench_auto_cost.py --repeats 5
+
+Rows (medians over interleaved repeats, A B A B, the load average printed):
+
+1. The decision alone: `Driver` + `AutoEcho` per fresh batch (begin, first_loss, end),
+   scripted losses, no loop.
+2. The wrapper: `echoing` over an in-memory list (the loader is never late, so greedy
+   and auto echo up to their caps only when told), ``report(loss)`` every step, no work
+   in the step: main-thread CPU per step (`time.thread_time`) under sync, K = 4, greedy
+   and auto; auto minus greedy is the decision's share in a loop.
+3. The signals (torch): `EchoMeter.before_step` per fresh batch (lagged loss: a
+   parameter copy and one forward pass; probe when due) and ``after_backward`` with
+   ``noise=True``, against one training step of the same small CNN (B = 64, 16x16
+   images), single-threaded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import statistics
+import sys
+import time
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import echosim  # noqa: E402
+from echosim.control import AutoEcho, Driver  # noqa: E402
+
+
+def decision_alone(n=20_000) -> float:
+    a = AutoEcho(max_echo=8)
+    drv = Driver(a)
+    L = 1.0
+    t0 = time.thread_time()
+    for t in range(n):
+        c = drv.begin(t, float(t))
+        drv.first_loss(t, L + 0.01 * ((t * 7919) % 13 - 6) / 6)
+        L *= 1 - 0.001 * c
+        drv.end(t, c)
+    return (time.thread_time() - t0) / n
+
+
+def wrapper(policy, n=3000) -> float:
+    data = list(range(n))
+    it = echosim.echoing(data, policy, max_echo=4)
+    t0 = time.thread_time()
+    steps = 0
+    for _ in it:
+        it.report(1.0 - steps * 1e-5)
+        steps += 1
+    return (time.thread_time() - t0) / steps
+
+
+def torch_rows(repeats):
+    import torch
+
+    from echosim.loop.torch import EchoMeter
+
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(1, 8, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+                                torch.nn.Flatten(), torch.nn.Linear(8 * 8 * 8, 10))
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+
+    def batch_loss(m, b):
+        return torch.nn.functional.cross_entropy(m(b[0]), b[1])
+
+    batches = [(torch.randn(64, 1, 16, 16), torch.randint(0, 10, (64,))) for _ in range(200)]
+    probe = (torch.randn(256, 1, 16, 16), torch.randint(0, 10, (256,)))
+    rows = {"step": [], "lagged": [], "probe": [], "noise": []}
+    for _ in range(repeats):
+        meter = EchoMeter(model, batch_loss, probe=probe, noise=True, noise_every=1)
+        it = echosim.echoing(batches, 1, batch_size=64)
+        for b in it:
+            t0 = time.thread_time()
+            due = it.probe_due
+            extra = meter.before_step(it, b)
+            t1 = time.thread_time()
+            opt.zero_grad()
+            loss = batch_loss(model, b)
+            loss.backward()
+            t2 = time.thread_time()
+            extra.update(meter.after_backward(it, b))
+            t3 = time.thread_time()
+            opt.step()
+            t4 = time.thread_time()
+            it.report(loss.detach(), **extra)
+            rows["step"].append(t2 - t1 + t4 - t3)
+            rows["probe" if due else "lagged"].append(t1 - t0)
+            rows["noise"].append(t3 - t2)
+    return {k: statistics.median(v) for k, v in rows.items()}
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeats", type=int, default=9)
+    args = ap.parse_args(argv)
+    load0 = os.getloadavg()[0]
+    dec = [decision_alone() for _ in range(args.repeats)]
+    per = {p: [] for p in ("sync", 4, "greedy", "auto")}
+    for r in range(args.repeats):  # interleaved, the order rotated
+        order = list(per)[r % 4:] + list(per)[: r % 4]
+        for p in order:
+            per[p].append(wrapper(p))
+    load1 = os.getloadavg()[0]
+    us = lambda x: 1e6 * x  # noqa: E731
+    print(f"load average {load0:.1f} at the start, {load1:.1f} at the end; {os.cpu_count()} cores; "
+          f"Python {sys.version.split()[0]}; {args.repeats} repeats\n")
+    print("| what | median CPU per unit (µs) | IQR (µs) |\n|---|---:|---:|")
+    q = lambda v: statistics.quantiles(v, n=4) if len(v) >= 2 else [v[0], v[0], v[0]]  # noqa: E731
+    print(f"| decision alone (Driver + AutoEcho), per fresh batch | {us(statistics.median(dec)):.2f} | "
+          f"{us(q(dec)[2] - q(dec)[0]):.2f} |")
+    for p, v in per.items():
+        print(f"| echoing + report, per step, policy {p} | {us(statistics.median(v)):.2f} | "
+              f"{us(q(v)[2] - q(v)[0]):.2f} |")
+    print(f"| auto minus greedy, per step | {us(statistics.median(per['auto']) - statistics.median(per['greedy'])):.2f}"
+          " | |")
+    try:
+        t = torch_rows(max(1, args.repeats // 3))
+    except ImportError:
+        print("\n(torch not installed: the signal rows need the torch extra)")
+        return
+    print(f"| one training step of the CNN (forward, backward, Adam) | {us(t['step']):.0f} | |")
+    for k, what in (("lagged", "EchoMeter.before_step: lagged loss (copy + forward), per fresh batch"),
+                    ("probe", "EchoMeter.before_step with the probe (256 examples) due"),
+                    ("noise", "EchoMeter.after_backward: grad_sq (half-batch backward)")):
+        print(f"| {what} | {us(t[k]):.0f} ({t[k] / t['step']:.0%} of a step) | |")
+
+
+if __name__ == "__main__":
+    main()
