@@ -10,20 +10,27 @@ loss            ℓ(w; z)                               labels y             cod
 ``softmax``     log Σ_c exp(W_c·x) − W_y·x            0, …, C−1            `SOFTMAX`
 ==============  ====================================  ===================  ==========
 
-A row (`Loss`) gives the kernels' integer code, the per-example smoothness factor c
-(ℓ is c‖x‖²-smooth in w, so a table's β is c·max‖x‖²), the Lipschitz constant ρ of the
-per-example loss on the ball ‖w − w*‖ ≤ D, and the full-data loss, gradient and
-Hessian a `Dataset` needs for F, F* and w*. The per-example formulas of the margin
-losses, `value`, `deriv` and `curvature` (ℓ, ℓ', ℓ'' at margin z), are Numba code
-here, shared by the full-data loops below and by the optimizer kernels' generic
-margin-loss path; an unknown code gives NaN in them, never another loss.
+A row (`Loss`) gives the kernels' integer code, its labels, the per-example smoothness
+factor c (ℓ is c‖x‖²-smooth in w, so a table's β is c·max‖x‖², and the planner's
+learning-rate grid reads it), the Lipschitz constant ρ of the per-example loss on the
+ball ‖w − w*‖ ≤ D, and the full-data loss, gradient and Hessian a `Dataset` needs for
+F, F* and w*. The per-example formulas of the margin losses, `value`, `deriv` and
+`curvature` (ℓ, ℓ', ℓ'' at margin z), are Numba code here, shared by the full-data
+loops below and by the optimizer kernels' generic margin-loss path; an unknown code
+gives NaN in them, never another loss.
 
 `loss_code(name)` is the one way from a name to a code: an unknown name is a
 ValueError there (and in `run`), before any work, never a loss computed as another one.
 
-A new margin loss (Huber, say) is a row here and its three formulas (`value`,
-`deriv`, `curvature`); the kernels take it through their generic margin path, and
-``tests/naive.py`` needs its ℓ' and ℓ for the twin.
+A new margin loss is, in full: its code constant, its row of `LOSSES` (labels: one of
+"real targets", "−1 or +1"), and its branch in each of the three formulas `value`,
+`deriv` and `curvature` with its code in `MARGIN_FORMULAS` beside them (compared with
+the table at import: a margin row without its formulas is an error then); here, in
+this file, and its twin ℓ and ℓ' in ``tests/naive.py``'s ``MARGIN_LOSSES``. The
+kernels take it through their generic margin path; `Dataset`, the config schema, the
+CLI, the planner's grid and the kernel tests read the row. A loss that is not a
+function of one margin (as softmax) needs its own paths in `Loss`, in
+`echosim.training.kernel` (``OWN_GRADIENT``) and in the naive twin.
 
 Full-data sums. NumPy's matrix products go through BLAS, whose sums are split
 differently with the number of threads (``X @ W.T`` on breast_cancer and ``X.T @ r``
@@ -155,6 +162,23 @@ ROW_BLOCK = 1024
 def _softplus(u):
     """log(1 + e^u) without overflow."""
     return max(u, 0.0) + np.log1p(np.exp(-abs(u)))
+
+
+MARGIN_FORMULAS = (SQUARED, LOGISTIC)
+"""The loss codes with a branch in each of `value`, `deriv` and `curvature` below (written
+beside them and changed with them; every margin row's code must be here)."""
+
+
+def check_margin_formulas(losses: dict) -> None:
+    """ValueError unless every margin loss of `losses` has its formulas (`MARGIN_FORMULAS`);
+    run on `LOSSES` at import."""
+    for name, row in losses.items():
+        if row.margin and row.code not in MARGIN_FORMULAS:
+            raise ValueError(f"loss {name!r}: code {row.code!r} has no branch in value, deriv and curvature "
+                             "(echosim.training.losses.MARGIN_FORMULAS)")
+
+
+check_margin_formulas(LOSSES)
 
 
 @njit(cache=True)

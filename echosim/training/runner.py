@@ -292,13 +292,10 @@ class Run:
         self.by_step = log_unit == "step" and (schedule is None or schedule.step_examples is None)
         self._resolve_logs(log)
         L = len(optimizers)
-        self.W = np.repeat(self.w_start.astype(self.dtype)[None, :], L, axis=0)
-        self.S = np.empty((len(self.method.state), L, d), dtype=self.dtype)
-        for i, (_name, init) in enumerate(self.method.state):
-            self.S[i] = self.W if init == "w0" else 0.0
-        self.avg_sum, self.end_sum = np.zeros((L, d)), np.zeros((L, d))
-        self.counters = np.zeros(2, dtype=np.int64)
-        self.diverged = np.full(L, -1, dtype=np.int64)
+        from echosim.training.kernel import State
+
+        self.state = State.start(np.repeat(self.w_start.astype(self.dtype)[None, :], L, axis=0), self.method)
+        self.W, self.S, self.avg_sum, self.end_sum, self.counters, self.diverged = self.state  # updated in place
         self.diverged_unit: list = [None] * L
         self.hyper = first.kernel_hyper()
         self.wide = many and self.loss.margin
@@ -398,16 +395,17 @@ class Run:
         alive = int(np.sum(self.diverged < 0))
         kernel = (_kernel_of(self.method.code, self.loss.code, self.wide, self.method.sub_batches, self.record_first)
                   if alive else None)
+        from echosim.training.kernel import call_chunk
         no_first = np.zeros((0, L))
         for s, e, X, Y in feed.pieces(u0, u0 + n) if alive else ():
             rows = self._rows(s, e)
             i, j = np.searchsorted(at, [cum[s - u0] + 1, cum[e - u0] + 1])
             local = at[i:j] - 1 - cum[s - u0]
             flags_before = self.diverged.copy()
-            alive = kernel(X, Y, feed.K[s:e], np.ascontiguousarray(lr[s - u0:e - u0]), rows, self.hyper,
-                           float(self.problem.l2), self.W, self.S, self.avg_sum, self.end_sum, self.counters,
-                           self.diverged, local, self.by_step, log_w[i:j], log_avg[i:j], log_end[i:j],
-                           first[s - u0:e - u0] if first is not None else no_first)
+            alive = call_chunk(kernel, X, Y, feed.K[s:e], np.ascontiguousarray(lr[s - u0:e - u0]), rows, self.hyper,
+                               self.problem.l2, self.state, local, self.by_step,
+                               (log_w[i:j], log_avg[i:j], log_end[i:j]),
+                               first[s - u0:e - u0] if first is not None else no_first)
             for c in np.flatnonzero((flags_before < 0) & (self.diverged >= 0)):
                 self.diverged_unit[c] = s + int(self.diverged[c]) + 1
             if alive == 0:
@@ -833,18 +831,6 @@ def kernel_cached(key: str) -> bool:
         return False
 
 
-def _tiny_args(dtype, method, first=False):
-    """Kernel arguments of the types `Run` passes, on tiny arrays, for a method's row."""
-    X, Y = np.zeros((1, 1, 1), dtype=dtype), np.zeros((1, 1), dtype=dtype)
-    K, logs = np.ones(1, dtype=np.int64), np.zeros(1, dtype=np.int64)
-    rows = np.zeros((1, 1) if method.sub_batches else (0, 0), dtype=np.int64)
-    n_state = len(method.state)
-    return (X, Y, K, np.zeros((1, 1)), rows, np.array([0.9, 0.999, 1e-8]), 0.0, np.zeros((1, 1), dtype=dtype),
-            np.zeros((n_state, 1, 1), dtype=dtype), np.zeros((1, 1)), np.zeros((1, 1)), np.zeros(2, dtype=np.int64),
-            np.full(1, -1, dtype=np.int64), logs, False, np.empty((1, 1, 1), dtype=dtype), np.empty((1, 1, 1)),
-            np.empty((1, 1, 1)), np.zeros((1 if first else 0, 1)))
-
-
 def compile_kernels(dtypes=("float64",), *, kernels=("draws",)) -> None:
     """Compile (or load from Numba's cache) the kernels named in `kernels` for `dtypes`.
 
@@ -858,6 +844,8 @@ def compile_kernels(dtypes=("float64",), *, kernels=("draws",)) -> None:
     for key in kernels:
         if key != "draws":
             _check_key(key)
+    from echosim.training.kernel import warm_up
+
     for dtype in map(np.dtype, dtypes):
         for key in kernels:
             if key == "draws":
@@ -865,7 +853,7 @@ def compile_kernels(dtypes=("float64",), *, kernels=("draws",)) -> None:
 
                 LeastSquares(dim=1).batches(0, 0, 1, 1, dtype)
                 continue
-            _kernel(key)(*_tiny_args(dtype, get_method(key.split(":")[0]), key.endswith(":first_loss")))
+            warm_up(_kernel(key), get_method(key.split(":")[0]), dtype, key.endswith(":first_loss"))
 
 
 def _check_key(key):

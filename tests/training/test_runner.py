@@ -8,10 +8,17 @@ import pytest
 import echosim
 from echosim.training import runner as experiment
 from echosim.training.runner import _sub_batch_rows, log_points, run
-from echosim.training.methods import (EchoedAdam, EchoedGD, EchoedHeavyBall, EchoedNesterov, EchoedProx, EchoedSGD,
-                                      MinibatchSGD)
+from echosim.training.methods import (METHODS, EchoedAdam, EchoedGD, EchoedHeavyBall, EchoedNesterov, EchoedProx,
+                                      EchoedSGD, MinibatchSGD)
 from echosim.training.problems import Dataset, LeastSquares, Logistic
 from tests.naive import echoed_run
+
+
+def with_every_row(specs, lr=0.05):
+    """`specs`, and every method of the table they leave out at its defaults and `lr`."""
+    named = {o.name for o in specs}
+    return [*specs, *(row.spec(lr) for name, row in METHODS.items() if name not in named)]
+
 
 LS = LeastSquares(dim=6, design="gaussian", decay=1.0, noise_std=0.3)
 _rng = np.random.default_rng(0)
@@ -20,29 +27,27 @@ LOGI = Dataset(_rng.standard_normal((50, 3)), np.where(_rng.random(50) < 0.5, -1
 SOFTMAX = Dataset(_rng.standard_normal((60, 3)), _rng.integers(0, 4, 60), loss="softmax", l2=0.05)
 
 
-@pytest.mark.parametrize("optimizer, method", [
-    (EchoedGD(0.2), "gd"),
-    (EchoedNesterov(0.05), "nesterov"),
-    (EchoedNesterov(0.1, momentum=0.5), "nesterov"),
-    (EchoedProx(0.2, lam=0.5), "prox"),
-    (EchoedSGD(0.2, sub_batch=3), "gd"),
-    (EchoedSGD(0.2, sub_batch=5, replace=False), "gd"),
-    (EchoedHeavyBall(0.05, momentum=0.8), "heavy_ball"),
-    (EchoedAdam(0.05, betas=(0.8, 0.99), eps=1e-6), "adam"),
-])
+@pytest.mark.parametrize("optimizer", with_every_row([
+    EchoedGD(0.2),
+    EchoedNesterov(0.05),
+    EchoedNesterov(0.1, momentum=0.5),
+    EchoedProx(0.2, lam=0.5),
+    EchoedSGD(0.2, sub_batch=3),
+    EchoedSGD(0.2, sub_batch=5, replace=False),
+    EchoedHeavyBall(0.05, momentum=0.8),
+    EchoedAdam(0.05, betas=(0.8, 0.99), eps=1e-6),
+]), ids=repr)
 @pytest.mark.parametrize("problem", [LS, LOGI, SOFTMAX], ids=["least-squares", "dataset-logistic", "softmax"])
-def test_run_matches_naive_twin_on_the_same_batches(problem, optimizer, method, monkeypatch):
+def test_run_matches_naive_twin_on_the_same_batches(problem, optimizer, monkeypatch):
     monkeypatch.setattr(experiment, "CHUNK_BYTES", 1)  # several kernel calls: state must carry over
     T, B, seed = 40, 8, 11
     K = np.random.default_rng(seed).integers(1, 4, size=T)
+    K = np.ones_like(K) if optimizer.method.one_step else K
     traj = run(problem, optimizer, batch_size=B, echo=K, seed=seed, log="all", first_loss=True)
     X, Y = problem.batches(seed, 0, T, B)
     rows = _sub_batch_rows(optimizer, seed, K, 0, T, B) if isinstance(optimizer, EchoedSGD) else None
-    last, avg, end, first = echoed_run(X, Y, K, np.full(T, optimizer.lr), method=method, loss=problem.loss,
-                                       l2=problem.l2, momentum=getattr(optimizer, "momentum", "nesterov"),
-                                       lam=getattr(optimizer, "lam", 0.0), rows=rows, w0=np.zeros(problem.dim),
-                                       betas=getattr(optimizer, "betas", None), eps=getattr(optimizer, "eps", None),
-                                       first_loss=True)
+    last, avg, end, first = echoed_run(X, Y, K, np.full(T, optimizer.lr), optimizer, loss=problem.loss,
+                                       l2=problem.l2, rows=rows, w0=np.zeros(problem.dim), first_loss=True)
     np.testing.assert_allclose(traj.first_loss, first, rtol=1e-12)
     assert traj.status == "ok"
     np.testing.assert_array_equal(traj.batches, np.arange(T + 1))
@@ -228,7 +233,7 @@ def test_example_echoing_schedule_matches_the_naive_twin_on_gathered_batches():
     X, Y = LS.batches(2, 0, T, B)
     batch, row = np.divmod(schedule.step_examples, B)
     last, avg, _ = echoed_run(X[batch, row], Y[batch, row], np.ones(schedule.n_steps, dtype=int),
-                              np.full(schedule.n_steps, 0.2))
+                              np.full(schedule.n_steps, 0.2), EchoedGD(0.2))
     np.testing.assert_allclose(traj.risk[1:], LS.excess_risk(last), rtol=1e-12)
     np.testing.assert_allclose(traj.risk_avg[1:], LS.excess_risk(avg), rtol=1e-12)
     np.testing.assert_array_equal(traj.batches[1:], schedule.step_batch + 1)
@@ -237,8 +242,8 @@ def test_example_echoing_schedule_matches_the_naive_twin_on_gathered_batches():
         run(LS, EchoedGD(0.2), batch_size=B + 1, echo=schedule)
 
 
-@pytest.mark.parametrize("optimizer, method", [(EchoedGD(0.2), "gd"), (EchoedNesterov(0.05), "nesterov")])
-def test_step_logging_gives_every_step_of_the_naive_twin(optimizer, method, monkeypatch):
+@pytest.mark.parametrize("optimizer", [EchoedGD(0.2), EchoedNesterov(0.05)], ids=repr)
+def test_step_logging_gives_every_step_of_the_naive_twin(optimizer, monkeypatch):
     monkeypatch.setattr(experiment, "CHUNK_BYTES", 1)  # step logs that straddle kernel calls
     T, B, seed = 30, 8, 5
     K = np.random.default_rng(seed).integers(1, 5, size=T)
@@ -247,7 +252,7 @@ def test_step_logging_gives_every_step_of_the_naive_twin(optimizer, method, monk
     X, Y = LS.batches(seed, 0, T, B)
     # these methods do not see batch boundaries: every step as its own batch is the same run
     last, avg, _ = echoed_run(np.repeat(X, K, axis=0), np.repeat(Y, K, axis=0), np.ones(N, dtype=int),
-                              np.full(N, optimizer.lr), method=method, loss="squared")
+                              np.full(N, optimizer.lr), optimizer, loss="squared")
     np.testing.assert_array_equal(traj.steps, np.arange(N + 1))
     began = np.concatenate([[0], np.repeat(np.arange(1, T + 1), K)])  # fresh batches begun by each step
     np.testing.assert_array_equal(traj.batches, began)
@@ -387,14 +392,15 @@ def test_compile_kernels_names_what_it_can_compile():
     with pytest.raises(ValueError, match="method must be one of"):
         experiment.compile_kernels(kernels=["echoed_lion:logistic:wide"])
     with pytest.raises(ValueError, match="loss must be one of"):
-        experiment.compile_kernels(kernels=["echoed_gd:huber:rows"])
+        experiment.compile_kernels(kernels=["echoed_gd:hinge:rows"])
 
 
 # --------------------------------------------------------------------------- block by block (issue 19's driver)
 
-ALL_METHODS = [EchoedGD(0.2), MinibatchSGD(0.2), EchoedSGD(0.2, sub_batch=3), EchoedSGD(0.2, sub_batch=5, replace=False),
-               EchoedNesterov(0.05), EchoedNesterov(0.1, momentum=0.5), EchoedProx(0.2, lam=0.5),
-               EchoedHeavyBall(0.05, momentum=0.8), EchoedAdam(0.05)]
+ALL_METHODS = with_every_row([EchoedGD(0.2), MinibatchSGD(0.2), EchoedSGD(0.2, sub_batch=3),
+                             EchoedSGD(0.2, sub_batch=5, replace=False), EchoedNesterov(0.05),
+                             EchoedNesterov(0.1, momentum=0.5), EchoedProx(0.2, lam=0.5),
+                             EchoedHeavyBall(0.05, momentum=0.8), EchoedAdam(0.05)])
 
 
 def _blocks(T, rng):

@@ -12,9 +12,11 @@ from echosim.training.methods import METHODS, EchoedAdam, EchoedHeavyBall, Echoe
 
 @pytest.mark.parametrize("name", list(METHODS))
 def test_every_method_row_is_whole_and_its_spec_round_trips_through_its_config(name):
+    from echosim.training.kernel import UPDATES
+    from tests.naive import STEPS
+
     row = METHODS[name]
-    assert row.spec.name == name and row.code in (methods.GD, methods.NESTEROV, methods.PROX, methods.HEAVY_BALL,
-                                                  methods.ADAM)
+    assert row.spec.name == name and row.code in UPDATES and name in STEPS
     spec = row.spec(lr=0.1)
     assert spec.method is row
     assert set(row.fields) <= set(methods.HYPER_FIELDS)
@@ -24,7 +26,28 @@ def test_every_method_row_is_whole_and_its_spec_round_trips_through_its_config(n
         assert fn is None or callable(getattr(theory, fn))
     for state, start in row.state:
         assert start in ("w0", "zero")
-    assert isinstance(spec.kernel_hyper(), np.ndarray)
+    assert spec.kernel_hyper().shape == (len(row.hyper),) and set(row.hyper) <= set(row.fields)
+    assert row.lr_grid is None or row.lr_grid[0] < row.lr_grid[1]
+
+
+def test_a_row_whose_spec_gives_other_hyper_parameters_is_refused():
+    import dataclasses
+
+    adam = METHODS["echoed_adam"]
+    with pytest.raises(ValueError, match="kernel_hyper\\(\\) gives 3 floats, its row's hyper names 2"):
+        methods.check_rows({"echoed_adam": dataclasses.replace(adam, hyper=("beta1", "beta2"))})
+    with pytest.raises(ValueError, match="not its config keys"):
+        methods.check_rows({"echoed_adam": dataclasses.replace(adam, hyper=("beta1", "beta2", "lam"))})
+
+
+def test_every_method_is_exported_where_the_optimizers_are():
+    import echosim
+    import echosim.training
+
+    for row in METHODS.values():
+        name = row.spec.__name__
+        assert getattr(echosim, name) is row.spec and name in echosim.__all__
+        assert getattr(echosim.training, name) is row.spec and name in echosim.training.__all__
 
 
 def test_heavy_ball_adam_sub_batch_sgd_and_constant_momentum_nesterov_have_no_bound():
@@ -79,10 +102,11 @@ def test_sweep_configs_build_heavy_ball_and_adam_with_their_defaults_and_refuse_
 
 def test_the_loss_table_has_the_only_codes_and_an_unknown_name_is_refused():
     codes = [row.code for row in losses.LOSSES.values()]
-    assert len(set(codes)) == len(codes) == 3
+    assert len(set(codes)) == len(codes) == len(losses.LOSSES)
     assert losses.loss_code("squared") == losses.SQUARED and losses.loss_code("softmax") == losses.SOFTMAX
-    with pytest.raises(ValueError, match="loss must be one of 'squared', 'logistic', 'softmax'; got 'huber'"):
-        losses.loss_code("huber")
+    allowed = ", ".join(map(repr, losses.LOSSES))
+    with pytest.raises(ValueError, match=f"loss must be one of {allowed}; got 'hinge'"):
+        losses.loss_code("hinge")
 
 
 def test_margin_loss_formulas_agree_with_their_derivatives():
@@ -90,10 +114,12 @@ def test_margin_loss_formulas_agree_with_their_derivatives():
 
     z = np.linspace(-30.0, 30.0, 61)
     h = 1e-6
-    for name in ("squared", "logistic"):
-        code = losses.loss_code(name)
+    for name, row in losses.LOSSES.items():
+        if not row.margin:
+            continue
+        code = row.code
         for y in (-1.0, 1.0, 0.3):
-            if name == "logistic" and y == 0.3:
+            if row.labels == "−1 or +1" and y == 0.3:
                 continue
             value = np.array([dataset_risk.value(v, y, code) for v in z])
             deriv = np.array([dataset_risk.deriv(v, y, code) for v in z])
@@ -104,3 +130,4 @@ def test_margin_loss_formulas_agree_with_their_derivatives():
             np.testing.assert_allclose(curv, numeric2, rtol=1e-4, atol=1e-5)
     assert math.isnan(dataset_risk.value(0.0, 1.0, 7))  # an unknown code is never another loss
     assert math.isnan(dataset_risk.deriv(0.0, 1.0, 7))
+
