@@ -131,3 +131,25 @@ def test_margin_loss_formulas_agree_with_their_derivatives():
     assert math.isnan(dataset_risk.value(0.0, 1.0, 7))  # an unknown code is never another loss
     assert math.isnan(dataset_risk.deriv(0.0, 1.0, 7))
 
+
+
+def test_the_planners_grids_read_the_rows():
+    from echosim.planner.simulated import lr_grid_for, method_lr_grid
+    from echosim.training.problems import Dataset
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((40, 3))
+    lam = float(np.linalg.eigvalsh(X.T @ X / 40).max())
+    for name, row in losses.LOSSES.items():
+        if not row.margin:
+            continue
+        real = X @ [1.0, 2.0, 3.0] + rng.standard_normal(40)
+        y = np.where(X[:, 0] > 0, 1.0, -1.0) if row.labels == "−1 or +1" else real
+        data = Dataset(X, y, loss=name, l2=0.1)
+        assert lr_grid_for(data)["stop"] == pytest.approx(8.0 / (lam * row.curvature + 0.1), rel=1e-12)
+        for method, mrow in METHODS.items():
+            grid = method_lr_grid(method, data)
+            if mrow.lr_grid is None:
+                assert grid == lr_grid_for(data)
+            else:
+                assert (grid["start"], grid["stop"], grid["per_decade"]) == mrow.lr_grid
