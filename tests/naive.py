@@ -8,9 +8,14 @@ another one's formula.
 
 import numpy as np
 
+from echosim.training.losses import HUBER_DELTA
+
 MARGIN_LOSSES = {
     "squared": (lambda z, y: 0.5 * (z - y) ** 2, lambda z, y: z - y),
     "logistic": (lambda z, y: np.logaddexp(0.0, -y * z), lambda z, y: -y / (1.0 + np.exp(y * z))),
+    "huber": (lambda z, y: np.where(np.abs(z - y) <= HUBER_DELTA, 0.5 * (z - y) ** 2,
+                                    HUBER_DELTA * (np.abs(z - y) - 0.5 * HUBER_DELTA)),
+              lambda z, y: np.clip(z - y, -HUBER_DELTA, HUBER_DELTA)),
 }
 """Margin loss name → (ℓ(z; y), ℓ'(z; y)) at the margins z = X @ w."""
 

@@ -97,6 +97,26 @@ def test_kernel_matches_naive_twin(seed, T, B, d, method, loss, l2, lr, momentum
     np.testing.assert_allclose(first, want_first, rtol=1e-12, atol=1e-14)
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("wide", [False, True])
+@pytest.mark.parametrize("opt", [EchoedGD(0.0), EchoedSGD(0.0), EchoedAdam(0.0, eps=1e-3)], ids=repr)
+def test_huber_kernel_matches_naive_twin_on_both_sides_of_delta(opt, wide, dtype):
+    B = 2 * _BLOCK + 7
+    X, Y, rng = draw_problem(14, 5, B, 4, "huber")
+    Y = Y + rng.choice([-3.0, 0.0, 3.0], size=Y.shape)  # residuals on both sides of δ = 1
+    K, lrs = rng.integers(1, 4, size=5), rng.uniform(0.1, 0.5, size=5)
+    w0 = rng.standard_normal(4)
+    r = np.abs(X[0] @ w0 - Y[0])
+    assert (r < 1).any() and (r > 1).any()
+    rows = rng.integers(0, B, size=(int(K.sum()), B - 3)) if opt.method.sub_batches else None
+    args = dict(loss="huber", l2=0.05, rows=rows, w0=w0)
+    _, logs, _ = kernel_run(X, Y, K, lrs, opt, dtype=dtype, wide=wide, **args)
+    expected = echoed_run(X.astype(dtype).astype(float), Y.astype(dtype).astype(float), K, lrs, opt, **args)
+    tol = dict(rtol=1e-12, atol=atol_of(opt)) if dtype == np.float64 else dict(rtol=1e-5, atol=1e-5)
+    for got, want in zip(logs, expected):
+        np.testing.assert_allclose(got, want, **tol)
+
+
 def test_repeated_gd_on_one_batch_matches_closed_form():
     # w_t = ŵ + (I − ηA)^t (w₀ − ŵ), with A = XᵀX/B and ŵ the batch's least-squares solution.
     X, Y, _ = draw_problem(3, 1, 40, 6, "squared")

@@ -10,6 +10,7 @@ from echosim.training import runner as experiment
 from echosim.training.runner import _sub_batch_rows, log_points, run
 from echosim.training.methods import (METHODS, EchoedAdam, EchoedGD, EchoedHeavyBall, EchoedNesterov, EchoedProx,
                                       EchoedSGD, MinibatchSGD)
+from echosim.training.losses import LOSSES
 from echosim.training.problems import Dataset, LeastSquares, Logistic
 from tests.naive import echoed_run
 
@@ -27,6 +28,20 @@ LOGI = Dataset(_rng.standard_normal((50, 3)), np.where(_rng.random(50) < 0.5, -1
 SOFTMAX = Dataset(_rng.standard_normal((60, 3)), _rng.integers(0, 4, 60), loss="softmax", l2=0.05)
 
 
+def _table_of(loss):
+    """A small data set for `loss` with the labels its row names (residuals of real targets
+    spread past 1, as the Huber loss's δ)."""
+    assert LOSSES[loss].labels == "real targets", loss
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((50, 3))
+    y = X @ [1.0, -1.0, 0.5] + 1.5 * rng.standard_normal(50)
+    return Dataset(X, y, loss=loss, l2=0.05)
+
+
+TWIN_PROBLEMS = [LS, *({"logistic": LOGI, "softmax": SOFTMAX}.get(name) or _table_of(name) for name in LOSSES)]
+"""The least-squares stream and a data set of every loss of the table."""
+
+
 @pytest.mark.parametrize("optimizer", with_every_row([
     EchoedGD(0.2),
     EchoedNesterov(0.05),
@@ -37,7 +52,7 @@ SOFTMAX = Dataset(_rng.standard_normal((60, 3)), _rng.integers(0, 4, 60), loss="
     EchoedHeavyBall(0.05, momentum=0.8),
     EchoedAdam(0.05, betas=(0.8, 0.99), eps=1e-6),
 ]), ids=repr)
-@pytest.mark.parametrize("problem", [LS, LOGI, SOFTMAX], ids=["least-squares", "dataset-logistic", "softmax"])
+@pytest.mark.parametrize("problem", TWIN_PROBLEMS, ids=["least-squares", *(f"dataset-{name}" for name in LOSSES)])
 def test_run_matches_naive_twin_on_the_same_batches(problem, optimizer, monkeypatch):
     monkeypatch.setattr(experiment, "CHUNK_BYTES", 1)  # several kernel calls: state must carry over
     T, B, seed = 40, 8, 11
@@ -484,13 +499,13 @@ def test_block_run_bad_input_names_the_argument():
 
 
 def test_an_unknown_loss_is_an_error_at_the_facade_never_a_silent_logistic():
-    class Huber(LeastSquares):
-        loss = "huber"
+    class Hinge(LeastSquares):
+        loss = "hinge"
 
-    with pytest.raises(ValueError, match="loss must be one of 'squared', 'logistic', 'softmax'"):
-        run(Huber(dim=3), EchoedGD(0.1), batch_size=4, echo=1, n_batches=3)
+    with pytest.raises(ValueError, match=f"loss must be one of {', '.join(map(repr, LOSSES))}; got 'hinge'"):
+        run(Hinge(dim=3), EchoedGD(0.1), batch_size=4, echo=1, n_batches=3)
     with pytest.raises(ValueError, match="loss must be one of"):
-        Dataset(np.ones((4, 2)), np.ones(4), loss="huber")
+        Dataset(np.ones((4, 2)), np.ones(4), loss="hinge")
 
 
 def test_trajectory_to_frame_has_one_row_per_logged_point():

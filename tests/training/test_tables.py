@@ -112,7 +112,7 @@ def test_the_loss_table_has_the_only_codes_and_an_unknown_name_is_refused():
 def test_margin_loss_formulas_agree_with_their_derivatives():
     from echosim.training import losses as dataset_risk
 
-    z = np.linspace(-30.0, 30.0, 61)
+    z = np.linspace(-30.0, 30.0, 61) + 0.125  # off the integers: the Huber loss's kinks at z − y = ±1
     h = 1e-6
     for name, row in losses.LOSSES.items():
         if not row.margin:
@@ -153,3 +153,35 @@ def test_the_planners_grids_read_the_rows():
                 assert grid == lr_grid_for(data)
             else:
                 assert (grid["start"], grid["stop"], grid["per_decade"]) == mrow.lr_grid
+
+
+def test_huber_is_quadratic_within_delta_and_linear_beyond():
+    from echosim.training.losses import HUBER, HUBER_DELTA, curvature, deriv, value
+
+    assert HUBER_DELTA == 1.0 and losses.LOSSES["huber"].curvature == 1.0
+    for r in (-3.0, -1.0, -0.5, 0.0, 0.25, 1.0, 2.5):
+        inside = abs(r) <= 1.0
+        assert value(r, 0.0, HUBER) == (0.5 * r * r if inside else abs(r) - 0.5)
+        assert deriv(r, 0.0, HUBER) == (r if inside else math.copysign(1.0, r))
+        assert curvature(r, 0.0, HUBER) == (1.0 if inside else 0.0)
+
+
+def test_a_huber_dataset_has_its_minimiser_and_constants_that_bound_every_row():
+    from echosim.training.problems import Dataset
+    from tests.naive import batch_loss, batch_loss_grad
+
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((80, 3))
+    y = X @ [1.0, -2.0, 0.5] + 2.0 * rng.standard_t(2, 80)  # heavy tails: residuals on both sides of δ
+    p = Dataset(X, y, loss="huber")
+    r = X @ p.w_star - y
+    assert (np.abs(r) < 1).any() and (np.abs(r) > 1).any()
+    assert np.linalg.norm(batch_loss_grad(X, y, p.w_star, "huber", 0.0)) <= 1e-8
+    assert p.F_star == pytest.approx(batch_loss(X, y, p.w_star, "huber", 0.0), rel=1e-12)
+    c = p.constants()
+    assert c["beta"] == pytest.approx((X**2).sum(axis=1).max(), rel=1e-12)
+    for scale in (0.0, 0.5, 1.0):
+        u = rng.standard_normal(3)
+        w = p.w_star + scale * c["D"] * u / np.linalg.norm(u)
+        grads = np.clip(X @ w - y, -1.0, 1.0)[:, None] * X
+        assert np.linalg.norm(grads, axis=1).max() <= c["rho"] * (1 + 1e-12)
