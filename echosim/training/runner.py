@@ -688,8 +688,8 @@ def run(problem: Problem, optimizer: Optimizer, *, batch_size: int, echo=1, n_ba
     problem : Problem
         LeastSquares, Logistic or Dataset.
     optimizer : Optimizer
-        A spec of `echosim.training.methods` (MinibatchSGD, EchoedGD, EchoedSGD,
-        EchoedNesterov, EchoedProx, EchoedHeavyBall, EchoedAdam).
+        A spec of `echosim.training.methods`, of any method of its table `METHODS`
+        (MinibatchSGD, EchoedGD, EchoedSGD, EchoedNesterov, EchoedProx, ...).
     batch_size : int
         B, examples per fresh batch.
     echo : Schedule, Pipeline, int, or array of int
