@@ -84,6 +84,11 @@ def _adam(grad, w, state, k, eta, h):  # torch's Adam
     return w - eta * m_hat / (np.sqrt(v_hat) + h["eps"])
 
 
+def _adamw(grad, w, state, k, eta, h):  # torch's AdamW: w ← (1 − ηλ)w, then Adam's step with g at the old w
+    g = grad(w)
+    return _adam(lambda _: g, (1 - eta * h["weight_decay"]) * w, state, k, eta, h)
+
+
 STEPS = {
     "minibatch_sgd": _gd,
     "echoed_gd": _gd,
@@ -92,6 +97,7 @@ STEPS = {
     "echoed_nesterov": _nesterov,
     "echoed_heavy_ball": _heavy_ball,
     "echoed_adam": _adam,
+    "echoed_adamw": _adamw,
 }
 """Method row name → its naive step."""
 

@@ -1,5 +1,5 @@
-"""echosim's echoed heavy ball and Adam kernels against torch.optim.SGD(momentum) and
-torch.optim.Adam on the same batches and the same echo schedule (needs torch: the
+"""echosim's echoed heavy ball, Adam and AdamW kernels against torch.optim.SGD(momentum),
+torch.optim.Adam and torch.optim.AdamW on the same batches and the same echo schedule (needs torch: the
 benchmark-only extra; not part of the test suite, which checks the kernels against
 NumPy twins).
 
@@ -21,7 +21,7 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
 
-from echosim.training.methods import EchoedAdam, EchoedHeavyBall  # noqa: E402
+from echosim.training.methods import EchoedAdam, EchoedAdamW, EchoedHeavyBall  # noqa: E402
 from tests.training.test_kernel import kernel_run  # noqa: E402  (the kernel called as run() calls it)
 
 CASES = {  # echosim's spec (lr unused: the lr of the case) → torch's optimizer with the same hyper-parameters
@@ -29,6 +29,8 @@ CASES = {  # echosim's spec (lr unused: the lr of the case) → torch's optimize
                    lambda torch, w, lr: torch.optim.SGD([w], lr=lr, momentum=0.9, dampening=0.0)),
     "adam": (EchoedAdam(0.0, betas=(0.9, 0.999), eps=1e-8), 0.02,
              lambda torch, w, lr: torch.optim.Adam([w], lr=lr, betas=(0.9, 0.999), eps=1e-8)),
+    "adamw": (EchoedAdamW(0.0, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.1), 0.02,
+              lambda torch, w, lr: torch.optim.AdamW([w], lr=lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.1)),
 }
 
 

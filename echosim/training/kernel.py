@@ -37,7 +37,7 @@ from echosim.training.losses import deriv as _margin_deriv
 from echosim.training.losses import value as _margin_value
 from echosim.training.fast_exp import sigmoid
 from echosim.training.losses import LOGISTIC, LOSSES, SOFTMAX
-from echosim.training.methods import ADAM, GD, HEAVY_BALL, METHODS, NESTEROV, PROX
+from echosim.training.methods import ADAM, ADAMW, GD, HEAVY_BALL, METHODS, NESTEROV, PROX
 
 UPDATES = {
     GD: (0, 0),  # w ← w − ηg
@@ -45,6 +45,7 @@ UPDATES = {
     PROX: (1, 0),  # hyper: λ
     HEAVY_BALL: (1, 1),  # hyper: μ; state: the velocity
     ADAM: (3, 2),  # hyper: β₁, β₂, ε; state: m, v
+    ADAMW: (4, 2),  # hyper: β₁, β₂, ε, λ (decoupled weight decay); state: m, v
 }
 """The method codes with an update branch in ``echo_chunk`` (the ``METHOD == ...`` chain):
 code → (hyper-parameters the branch reads, ``hyper[0..]``; state arrays it keeps, ``S[0..]``).
@@ -528,13 +529,18 @@ def kernel_for(method: int, loss: int, wide: bool, sub: bool = False, first: boo
                         for j in range(d):
                             S[0, l, j] = mu * S[0, l, j] + G[l, j]
                             W[l, j] -= eta * S[0, l, j]
-                elif METHOD == ADAM:
-                    # torch's Adam at global step k: m, v and w ← w − (η/(1−β₁^{k+1}))·m/(√v/√(1−β₂^{k+1}) + ε)
+                elif METHOD == ADAM or METHOD == ADAMW:
+                    # torch's Adam at global step k: m, v and w ← w − (η/(1−β₁^{k+1}))·m/(√v/√(1−β₂^{k+1}) + ε);
+                    # AdamW first shrinks w ← (1 − ηλ)w (torch's decoupled weight decay; g is taken before)
                     beta1, beta2, eps = hyper[0], hyper[1], hyper[2]
                     bias1 = 1.0 - beta1 ** (k + 1.0)
                     root2 = np.sqrt(1.0 - beta2 ** (k + 1.0))
                     for l in range(L):
                         step = lr[t, l] / bias1
+                        if METHOD == ADAMW:
+                            shrink = 1.0 - lr[t, l] * hyper[3]
+                            for j in range(d):
+                                W[l, j] *= shrink
                         for j in range(d):
                             gj = G[l, j]
                             S[0, l, j] = beta1 * S[0, l, j] + (1.0 - beta1) * gj

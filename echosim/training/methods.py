@@ -16,8 +16,10 @@ g = ∇f_S at the point the method asks for, k the global step from 0.
 ``EchoedAdam``       m ← β₁m + (1−β₁)g, v ← β₂v + (1−β₂)g², w ← w − η m̂/(√v̂ + ε) with
                      m̂ = m/(1−β₁^{k+1}), v̂ = v/(1−β₂^{k+1}) (`torch.optim.Adam`: ε outside
                      the square root), m, v and k carried across batches
+``EchoedAdamW``      w ← (1 − ηλ)w, then Adam's step with g taken before the decay
+                     (`torch.optim.AdamW`: decoupled weight decay λ)
 
-Heavy-ball and Adam follow PyTorch's conventions so that a training job's
+Heavy-ball, Adam and AdamW follow PyTorch's conventions so that a training job's
 hyper-parameters carry over; the problem's l2 term is in g, as torch's coupled
 ``weight_decay``. No theorem of Agarwal et al. covers them (nor echoed SGD on
 sub-batches, nor Nesterov with a constant momentum): their rows have no bound, and no
@@ -40,11 +42,12 @@ A new method is, in full:
    batches and how they start), ``lr_grid`` (the planner's grid, if 1/β does not set
    its step) and whether a bound covers it;
 2. in `echosim.training.kernel`, if its code is new: its branch of the update (the
-   ``METHOD == CODE`` chain in ``echo_chunk``) and its entry in ``UPDATES`` beside
-   it, (number of hyper-parameters, number of state arrays) the branch reads. The
-   kernel compares ``UPDATES`` with this table when it is imported: a row whose code
-   has no branch, or whose hyper-parameters or state the branch would read past, is
-   an error then, never another method's update;
+   ``METHOD == CODE`` chain in ``echo_chunk``; a variant may join a branch it extends,
+   as AdamW joins Adam's) and its entry in ``UPDATES`` beside it: the numbers of
+   hyper-parameters and state arrays the branch reads. The kernel compares
+   ``UPDATES`` with this table when it is imported: a row whose code has no branch,
+   or whose hyper-parameters or state differ from what its branch reads, is an error
+   then, never another method's update;
 3. its naive twin: a step function in ``tests/naive.py``'s ``STEPS`` under its name.
 
 The config schema, the CLI, the specs of sweeps, the compile warm-up (arrays sized
@@ -64,8 +67,8 @@ from typing import Callable, ClassVar, Union
 import numpy as np
 
 __all__ = ["Optimizer", "MinibatchSGD", "EchoedGD", "EchoedSGD", "EchoedNesterov", "EchoedProx", "EchoedHeavyBall",
-           "EchoedAdam", "Method", "METHODS", "HYPER_FIELDS", "ADAPTIVE_LRS", "learning_rates", "get_method",
-           "check_rows"]
+           "EchoedAdam", "EchoedAdamW", "Method", "METHODS", "HYPER_FIELDS", "ADAPTIVE_LRS", "learning_rates",
+           "get_method", "check_rows"]
 
 LearningRate = Union[float, np.ndarray, Callable[[np.ndarray], np.ndarray]]
 
@@ -75,6 +78,7 @@ NESTEROV = 1
 PROX = 2
 HEAVY_BALL = 3
 ADAM = 4
+ADAMW = 5
 
 ADAPTIVE_LRS = (10 ** -3.5, 1.0, 4)
 """The planner's learning-rate grid (start, stop, per decade) for Adam-like methods: their
@@ -293,15 +297,7 @@ class EchoedAdam(Optimizer):
 
     def __post_init__(self):
         super().__post_init__()
-        b = self.betas
-        if not isinstance(b, (tuple, list)) or len(b) != 2:
-            raise ValueError(f"betas must be a pair (beta1, beta2) of numbers in [0, 1), got {b!r}")
-        object.__setattr__(self, "betas", (_fraction("betas[0]", b[0]), _fraction("betas[1]", b[1])))
-        e = self.eps
-        if isinstance(e, bool) or not isinstance(e, (int, float, np.integer, np.floating)) \
-                or not math.isfinite(e) or e <= 0:
-            raise ValueError(f"eps must be a finite number > 0, got {e!r}")
-        object.__setattr__(self, "eps", float(e))
+        _check_adam(self)
 
     def config(self) -> dict:
         return {"beta1": self.betas[0], "beta2": self.betas[1], "eps": self.eps}
@@ -309,6 +305,53 @@ class EchoedAdam(Optimizer):
     @classmethod
     def from_config(cls, lr, beta1=0.9, beta2=0.999, eps=1e-8):
         return cls(lr=lr, betas=(beta1, beta2), eps=eps)
+
+
+@dataclass(frozen=True, repr=False)
+class EchoedAdamW(Optimizer):
+    """AdamW as `torch.optim.AdamW(betas, eps, weight_decay)`: Adam with decoupled weight decay.
+
+    Each step first shrinks the iterate, w ← (1 − ηλ)w with λ = `weight_decay`, then takes
+    Adam's step (`EchoedAdam`) with the gradient g taken before the shrink; λ never enters
+    g, m or v (the problem's l2 term still does, as torch's coupled one would). No theorem
+    of the paper covers it.
+    """
+
+    name = "echoed_adamw"
+
+    lr: LearningRate
+    betas: tuple = (0.9, 0.999)
+    eps: float = 1e-8
+    weight_decay: float = 1e-2
+
+    def __post_init__(self):
+        super().__post_init__()
+        _check_adam(self)
+        wd = self.weight_decay
+        if isinstance(wd, bool) or not isinstance(wd, (int, float, np.integer, np.floating)) \
+                or not math.isfinite(wd) or wd < 0:
+            raise ValueError(f"weight_decay must be a non-negative finite number, got {wd!r}")
+        object.__setattr__(self, "weight_decay", float(wd))
+
+    def config(self) -> dict:
+        return {"beta1": self.betas[0], "beta2": self.betas[1], "eps": self.eps, "weight_decay": self.weight_decay}
+
+    @classmethod
+    def from_config(cls, lr, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=1e-2):
+        return cls(lr=lr, betas=(beta1, beta2), eps=eps, weight_decay=weight_decay)
+
+
+def _check_adam(spec) -> None:
+    """Validate and normalise Adam's betas and eps on a frozen spec."""
+    b = spec.betas
+    if not isinstance(b, (tuple, list)) or len(b) != 2:
+        raise ValueError(f"betas must be a pair (beta1, beta2) of numbers in [0, 1), got {b!r}")
+    object.__setattr__(spec, "betas", (_fraction("betas[0]", b[0]), _fraction("betas[1]", b[1])))
+    e = spec.eps
+    if isinstance(e, bool) or not isinstance(e, (int, float, np.integer, np.floating)) \
+            or not math.isfinite(e) or e <= 0:
+        raise ValueError(f"eps must be a finite number > 0, got {e!r}")
+    object.__setattr__(spec, "eps", float(e))
 
 
 @dataclass(frozen=True)
@@ -380,6 +423,9 @@ METHODS: dict[str, Method] = {m.name: m for m in (
            hyper=("momentum",), state=(("velocity", "zero"),)),
     Method("echoed_adam", EchoedAdam, ADAM, "echoed Adam (torch Adam)", hyper=("beta1", "beta2", "eps"),
            state=(("m", "zero"), ("v", "zero")), lr_grid=ADAPTIVE_LRS),
+    Method("echoed_adamw", EchoedAdamW, ADAMW, "echoed AdamW (torch AdamW)",
+           hyper=("beta1", "beta2", "eps", "weight_decay"), state=(("m", "zero"), ("v", "zero")),
+           lr_grid=ADAPTIVE_LRS),
 )}
 """The registry of optimizer methods: config name → row. Nothing else lists methods."""
 
@@ -392,6 +438,8 @@ HYPER_FIELDS = {
     "beta1": dict(kind="float", lo=0, hi=1, hi_open=True, doc="Adam's β₁ (torch's betas[0])"),
     "beta2": dict(kind="float", lo=0, hi=1, hi_open=True, doc="Adam's β₂ (torch's betas[1])"),
     "eps": dict(kind="float", lo=0, lo_open=True, doc="Adam's ε, added outside the square root"),
+    "weight_decay": dict(kind="float", lo=0, doc="AdamW's decoupled weight decay λ: w ← (1 − ηλ)w before each "
+                                                 "step (torch's AdamW)"),
 }
 """The config keys of the methods' hyper-parameters: type, range and meaning (the
 config schema reads them; each method's defaults come from its spec)."""

@@ -7,8 +7,8 @@ from hypothesis import strategies as st
 
 from echosim.training import losses, methods
 from echosim.training.kernel import _BLOCK, State, call_chunk, check_tables, kernel_for
-from echosim.training.methods import (METHODS, EchoedAdam, EchoedGD, EchoedHeavyBall, EchoedNesterov, EchoedProx,
-                                      EchoedSGD)
+from echosim.training.methods import (METHODS, EchoedAdam, EchoedAdamW, EchoedGD, EchoedHeavyBall, EchoedNesterov,
+                                      EchoedProx, EchoedSGD)
 from tests.naive import echoed_run
 
 TEST_HYPER = {"lam": 0.3, "beta1": 0.8, "beta2": 0.99, "eps": 1e-3}
@@ -164,6 +164,42 @@ def test_adam_first_step_moves_every_coordinate_by_the_learning_rate():
     np.testing.assert_allclose(last[0], w0 - 0.01 * np.sign(g), rtol=0, atol=1e-12)
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("wide", [False, True])
+@pytest.mark.parametrize("loss", list(losses.LOSSES))
+def test_adamw_kernel_matches_naive_twin(loss, wide, dtype):
+    if wide and not losses.LOSSES[loss].margin:
+        pytest.skip("the wide layout takes margin losses only")
+    X, Y, rng = draw_problem(15, 6, 2 * _BLOCK + 5, 4, loss)
+    K, lrs = rng.integers(1, 4, size=6), rng.uniform(0.05, 0.3, size=6)
+    opt = EchoedAdamW(0.0, betas=(0.8, 0.99), eps=1e-3, weight_decay=0.3)
+    args = dict(loss=loss, l2=0.05, w0=rng.standard_normal(12 if loss == "softmax" else 4))
+    _, logs, _ = kernel_run(X, Y, K, lrs, opt, dtype=dtype, wide=wide, **args)
+    expected = echoed_run(X.astype(dtype).astype(float), Y.astype(dtype).astype(float), K, lrs, opt, **args)
+    tol = dict(rtol=1e-12, atol=atol_of(opt)) if dtype == np.float64 else dict(rtol=1e-5, atol=1e-5)
+    for got, want in zip(logs, expected):
+        np.testing.assert_allclose(got, want, **tol)
+
+
+@pytest.mark.parametrize("wide", [False, True])
+def test_adamw_without_weight_decay_is_adam_bitwise(wide):
+    X, Y, rng = draw_problem(8, 6, 12, 4, "logistic")
+    K, lrs, w0 = rng.integers(1, 4, size=6), rng.uniform(0.01, 0.1, size=6), rng.standard_normal(4)
+    _, adam, _ = kernel_run(X, Y, K, lrs, EchoedAdam(0.0), loss="logistic", w0=w0, wide=wide)
+    _, adamw, _ = kernel_run(X, Y, K, lrs, EchoedAdamW(0.0, weight_decay=0.0), loss="logistic", w0=w0, wide=wide)
+    for a, b in zip(adam, adamw):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_adamw_on_a_zero_gradient_only_shrinks_the_iterate_by_one_minus_lr_times_decay():
+    # g = 0 keeps m = v = 0, so Adam's step is 0 and torch's AdamW leaves w ← (1 − ηλ)w per step
+    X, Y = np.zeros((4, 5, 3)), np.zeros((4, 5))
+    K, lrs, w0 = [2, 1, 3, 2], np.array([0.1, 0.2, 0.05, 0.1]), np.array([1.0, -2.0, 3.0])
+    _, (last, _, _), _ = kernel_run(X, Y, K, lrs, EchoedAdamW(0.0, weight_decay=0.5), w0=w0)
+    shrink = np.cumprod((1 - 0.5 * lrs) ** np.array(K))
+    np.testing.assert_allclose(last, shrink[:, None] * w0, rtol=1e-14)
+
+
 def test_heavy_ball_on_one_batch_is_the_two_term_recurrence():
     # v_k = μ v_{k−1} + g_k, w_k = w_{k−1} − η v_k is w_k = w_{k−1} − η g_k + μ (w_{k−1} − w_{k−2})
     X, Y, _ = draw_problem(7, 1, 20, 4, "squared")
@@ -200,6 +236,16 @@ def test_kernel_does_not_recompile_on_a_second_call():
     n_signatures = len(kernel.signatures)
     kernel_run(X, Y, [3, 1], [0.2, 0.2], l2=0.1)
     kernel_run(X, Y, [3, 1], np.full((2, 3), 0.2), first=True)
+    assert len(kernel.signatures) == n_signatures
+
+
+def test_adamw_and_huber_kernel_does_not_recompile_on_a_second_call():
+    X, Y, _ = draw_problem(5, 2, 4, 3, "huber")
+    kernel_run(X, Y, [1, 2], [0.1, 0.1], EchoedAdamW(0.0), loss="huber")
+    kernel = kernel_for(methods.ADAMW, losses.HUBER, False)
+    n_signatures = len(kernel.signatures)
+    kernel_run(X, Y, [3, 1], [0.2, 0.2], EchoedAdamW(0.0, weight_decay=0.5), loss="huber", l2=0.1)
+    kernel_run(X, Y, [3, 1], np.full((2, 3), 0.2), EchoedAdamW(0.0, betas=(0.5, 0.9)), loss="huber")
     assert len(kernel.signatures) == n_signatures
 
 

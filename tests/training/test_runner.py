@@ -8,8 +8,8 @@ import pytest
 import echosim
 from echosim.training import runner as experiment
 from echosim.training.runner import _sub_batch_rows, log_points, run
-from echosim.training.methods import (METHODS, EchoedAdam, EchoedGD, EchoedHeavyBall, EchoedNesterov, EchoedProx,
-                                      EchoedSGD, MinibatchSGD)
+from echosim.training.methods import (METHODS, EchoedAdam, EchoedAdamW, EchoedGD, EchoedHeavyBall, EchoedNesterov,
+                                      EchoedProx, EchoedSGD, MinibatchSGD)
 from echosim.training.losses import LOSSES
 from echosim.training.problems import Dataset, LeastSquares, Logistic
 from tests.naive import echoed_run
@@ -376,7 +376,7 @@ def test_compiled_kernels_have_the_types_real_runs_pass():
 
     from echosim.training.runner import kernel_key
 
-    opts = (EchoedGD(0.1), EchoedSGD(0.1, sub_batch=2), EchoedAdam(0.1), MinibatchSGD(0.1))
+    opts = (EchoedGD(0.1), EchoedSGD(0.1, sub_batch=2), EchoedAdam(0.1), EchoedAdamW(0.1), MinibatchSGD(0.1))
     problems = (LeastSquares(dim=3), Logistic(dim=3), LOGI, SOFTMAX)
     keys = sorted({kernel_key(o.name, p.loss, many) for o in opts for p in problems for many in (False, True)})
     dispatchers = [experiment._kernel(k) for k in keys] + [sampling.draw_block]

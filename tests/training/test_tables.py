@@ -7,7 +7,7 @@ import pytest
 
 import theory
 from echosim.training import losses, methods
-from echosim.training.methods import METHODS, EchoedAdam, EchoedHeavyBall, EchoedNesterov
+from echosim.training.methods import METHODS, EchoedAdam, EchoedAdamW, EchoedHeavyBall, EchoedNesterov
 
 
 @pytest.mark.parametrize("name", list(METHODS))
@@ -66,6 +66,14 @@ def test_the_users_hyper_parameters_carry_over_from_torch():
     assert adam.config() == {"beta1": 0.9, "beta2": 0.999, "eps": 1e-8}
     assert repr(EchoedAdam(0.01, betas=(0.8, 0.99))) == "EchoedAdam(lr=0.01, betas=(0.8, 0.99), eps=1e-08)"
     assert EchoedNesterov(0.1).kernel_hyper()[0] == -1.0
+    adamw = EchoedAdamW(1e-3)  # torch.optim.AdamW's defaults
+    assert (adamw.betas, adamw.eps, adamw.weight_decay) == ((0.9, 0.999), 1e-8, 1e-2)
+    assert adamw.config() == {"beta1": 0.9, "beta2": 0.999, "eps": 1e-8, "weight_decay": 1e-2}
+    np.testing.assert_array_equal(EchoedAdamW(0.1, weight_decay=0.5).kernel_hyper(), [0.9, 0.999, 1e-8, 0.5])
+    with pytest.raises(ValueError, match="weight_decay"):
+        EchoedAdamW(0.1, weight_decay=-1.0)
+    with pytest.raises(ValueError, match="eps"):
+        EchoedAdamW(0.1, eps=0.0)
 
 
 def test_the_config_schema_reads_the_method_table():
@@ -98,6 +106,12 @@ def test_sweep_configs_build_heavy_ball_and_adam_with_their_defaults_and_refuse_
         parse_config({**base, "optimizer": {"method": "echoed_adam", "lr": "theory", "batch_size": 4}})
     with pytest.raises(ConfigError, match="applies only when optimizer.method is 'echoed_adam'"):
         parse_config({**base, "optimizer": {"method": "echoed_gd", "beta1": 0.5, "lr": 0.1, "batch_size": 4}})
+    conf = parse_config({**base, "optimizer": {"method": "echoed_adamw", "weight_decay": [0.0, 0.1], "lr": 0.1,
+                                               "batch_size": 4}})
+    assert [build_optimizer(r.optimizer) for r in conf.runs] == [EchoedAdamW(0.1, weight_decay=0.0),
+                                                                 EchoedAdamW(0.1, weight_decay=0.1)]
+    with pytest.raises(ConfigError, match="applies only when optimizer.method is 'echoed_adamw'"):
+        parse_config({**base, "optimizer": {"method": "echoed_adam", "weight_decay": 0.1, "lr": 0.1, "batch_size": 4}})
 
 
 def test_the_loss_table_has_the_only_codes_and_an_unknown_name_is_refused():
