@@ -278,6 +278,20 @@ def test_the_kernel_has_a_path_for_every_row_and_refuses_a_row_without_one():
         check_tables(METHODS, {"multi": dataclasses.replace(softmax, name="multi", code=9)})
 
 
+def test_a_code_admitted_without_its_branch_raises_in_the_kernel_instead_of_running_another_update(monkeypatch):
+    from echosim.training import kernel as kmod
+
+    monkeypatch.setitem(kmod.UPDATES, 99, (0, 0))  # admitted by the guard, but no branch below it
+    kernel = kmod.kernel_for.__wrapped__(99, losses.SQUARED, False)  # not kept in kernel_for's cache
+    X, Y, _ = draw_problem(0, 1, 4, 2, "squared")
+    state = State.start(np.ones((1, 2)), METHODS["echoed_gd"])
+    logs = (np.empty((1, 1, 2)), np.empty((1, 1, 2)), np.empty((1, 1, 2)))
+    with pytest.raises(ValueError, match="no update branch"):
+        call_chunk(kernel, X, Y, np.ones(1, dtype=np.int64), np.full((1, 1), 0.1), np.zeros((0, 0), dtype=np.int64),
+                   np.zeros(0), 0.0, state, np.zeros(1, dtype=np.int64), False, logs, np.zeros((0, 1)))
+    np.testing.assert_array_equal(state.W, 1.0)
+
+
 @pytest.mark.parametrize("name", list(METHODS))
 def test_the_warm_up_passes_hyper_parameters_and_state_sized_from_the_row(name, monkeypatch):
     from echosim.training import kernel as kmod
