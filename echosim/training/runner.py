@@ -297,7 +297,10 @@ class Run:
         self.state = State.start(np.repeat(self.w_start.astype(self.dtype)[None, :], L, axis=0), self.method)
         self.W, self.S, self.avg_sum, self.end_sum, self.counters, self.diverged = self.state  # updated in place
         self.diverged_unit: list = [None] * L
-        self.hyper = first.kernel_hyper()
+        self.hyper = np.ascontiguousarray(first.kernel_hyper(), dtype=np.float64)
+        if self.hyper.shape != (len(self.method.hyper),):  # the kernel reads them by position, unchecked
+            raise ValueError(f"{first!r}: kernel_hyper() gives {self.hyper.size} values; its row reads "
+                             f"{len(self.method.hyper)} ({', '.join(self.method.hyper) or 'none'})")
         self.wide = many and self.loss.margin
         self.record_first = bool(first_loss)
         self.first: list = []
@@ -393,9 +396,10 @@ class Run:
         first = np.full((n, L), np.nan) if self.record_first else None
         cum = np.concatenate([[lo], cum_new])  # log-unit counts after units u0 .. u0 + n
         alive = int(np.sum(self.diverged < 0))
+        from echosim.training.kernel import call_chunk
+
         kernel = (_kernel_of(self.method.code, self.loss.code, self.wide, self.method.sub_batches, self.record_first)
                   if alive else None)
-        from echosim.training.kernel import call_chunk
         no_first = np.zeros((0, L))
         for s, e, X, Y in feed.pieces(u0, u0 + n) if alive else ():
             rows = self._rows(s, e)

@@ -556,3 +556,13 @@ def test_a_run_says_once_on_stderr_when_it_compiles_and_never_when_it_does_not(c
     run(LS, EchoedGD(0.1), batch_size=8, echo=1, n_batches=5)  # compiled already in this process
     captured = capfd.readouterr()
     assert captured.err == "" and captured.out == ""
+
+
+def test_a_spec_whose_kernel_hyper_parameters_miss_its_row_is_refused_before_the_kernel_reads_them():
+    class Short(EchoedAdamW):
+        def kernel_hyper(self):
+            return super().kernel_hyper()[:3]
+
+    with pytest.raises(ValueError, match="kernel_hyper\\(\\) gives 3 values; its row reads 4 \\(beta1, beta2, eps, "
+                                         "weight_decay\\)"):
+        run(LS, Short(0.01), batch_size=4, echo=2, n_batches=3)
