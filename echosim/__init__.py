@@ -26,6 +26,7 @@ _EXPORTS = {
     "EchoedProx": "echosim.training.methods",
     "EchoedHeavyBall": "echosim.training.methods",
     "EchoedAdam": "echosim.training.methods",
+    "EchoedAdamW": "echosim.training.methods",
     "ServiceTime": "echosim.pipeline.service_times",
     "Deterministic": "echosim.pipeline.service_times",
     "Exponential": "echosim.pipeline.service_times",

@@ -1,5 +1,5 @@
-"""echosim's echoed heavy ball and Adam kernels against torch.optim.SGD(momentum) and
-torch.optim.Adam on the same batches and the same echo schedule (needs torch: the
+"""echosim's echoed heavy ball, Adam and AdamW kernels against torch.optim.SGD(momentum),
+torch.optim.Adam and torch.optim.AdamW on the same batches and the same echo schedule (needs torch: the
 benchmark-only extra; not part of the test suite, which checks the kernels against
 NumPy twins).
 
@@ -21,15 +21,24 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
 
+from echosim.training.methods import EchoedAdam, EchoedAdamW, EchoedHeavyBall  # noqa: E402
 from tests.training.test_kernel import kernel_run  # noqa: E402  (the kernel called as run() calls it)
 
+CASES = {  # echosim's spec (lr unused: the lr of the case) → torch's optimizer with the same hyper-parameters
+    "heavy_ball": (EchoedHeavyBall(0.0, momentum=0.9), 0.05,
+                   lambda torch, w, lr: torch.optim.SGD([w], lr=lr, momentum=0.9, dampening=0.0)),
+    "adam": (EchoedAdam(0.0, betas=(0.9, 0.999), eps=1e-8), 0.02,
+             lambda torch, w, lr: torch.optim.Adam([w], lr=lr, betas=(0.9, 0.999), eps=1e-8)),
+    "adamw": (EchoedAdamW(0.0, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.1), 0.02,
+              lambda torch, w, lr: torch.optim.AdamW([w], lr=lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.1)),
+}
 
-def torch_run(X, Y, K, lr, method, loss, l2, momentum, betas, eps):
+
+def torch_run(X, Y, K, lr, make_optimizer, loss, l2):
     import torch
 
     w = torch.zeros(X.shape[2], dtype=torch.float64, requires_grad=True)
-    opt = (torch.optim.SGD([w], lr=lr, momentum=momentum, dampening=0.0) if method == "heavy_ball"
-           else torch.optim.Adam([w], lr=lr, betas=betas, eps=eps))
+    opt = make_optimizer(torch, w, lr)
     ends = []
     for t in range(X.shape[0]):
         x, y = torch.from_numpy(X[t]), torch.from_numpy(Y[t])
@@ -55,14 +64,14 @@ def main() -> int:
     print("| method | loss | lr | l2 | max abs difference of the batch-end iterates | max abs iterate |")
     print("|---|---|---:|---:|---:|---:|")
     worst = 0.0
-    for method, loss, l2 in itertools.product(("heavy_ball", "adam"), ("squared", "logistic"), (0.0, 1e-3)):
+    for method, loss, l2 in itertools.product(CASES, ("squared", "logistic"), (0.0, 1e-3)):
+        spec, lr, make_optimizer = CASES[method]
         X = rng.standard_normal((T, B, d)) / np.sqrt(np.arange(1, d + 1))
         w_star = rng.standard_normal(d)
         Y = X @ w_star + 0.5 * rng.standard_normal((T, B)) if loss == "squared" else np.where(
             rng.random((T, B)) < 1 / (1 + np.exp(-(X @ w_star))), 1.0, -1.0)
-        lr = 0.05 if method == "heavy_ball" else 0.02
-        _, (last, _, _), _ = kernel_run(X, Y, K, np.full(T, lr), method=method, loss=loss, l2=l2, momentum=0.9)
-        ref = torch_run(X, Y, K, lr, method, loss, l2, momentum=0.9, betas=(0.9, 0.999), eps=1e-8)
+        _, (last, _, _), _ = kernel_run(X, Y, K, np.full(T, lr), spec, loss=loss, l2=l2)
+        ref = torch_run(X, Y, K, lr, make_optimizer, loss, l2)
         diff = float(np.abs(last - ref).max())
         worst = max(worst, diff)
         print(f"| {method} | {loss} | {lr:g} | {l2:g} | {diff:.2e} | {float(np.abs(ref).max()):.3g} |")

@@ -4,7 +4,8 @@ setting, budgets extended until the baseline reaches the target).
 
 `problem_config` turns a preset name (``"logistic"``, ``"least_squares"``,
 ``"dataset:breast_cancer"``) or a ``[problem]`` dict into a resolved problem table;
-`lr_grid_for` picks a learning-rate grid from the problem's smoothness;
+`lr_grid_for` picks a learning-rate grid from the problem's smoothness, `method_lr_grid`
+the grid of a method (its row's own, or that one);
 `tuned_batches` measures fresh batches to target T(K, B) without a pipeline (used by
 the model-accuracy benchmark and the tests).
 """
@@ -16,7 +17,7 @@ import tempfile
 
 import numpy as np
 
-__all__ = ["PROBLEMS", "problem_config", "lr_grid_for", "tuned_batches", "run_config"]
+__all__ = ["PROBLEMS", "problem_config", "lr_grid_for", "method_lr_grid", "tuned_batches", "run_config"]
 
 PROBLEMS = {
     # ill-conditioned (eigenvalues i^-2, condition number 100), so curvature, not only noise, sets T
@@ -43,20 +44,35 @@ def problem_config(problem) -> dict:
 def lr_grid_for(problem_obj, decades: float = 3.5, per_decade: int = 4) -> dict:
     """A log grid from 8/β down `decades` decades.
 
-    β is the problem's smoothness: for a finite data set the exact bound on the
-    Hessian, λ_max(XᵀX/n)·c + l2 (c = 1/4 for the logistic loss, 1 for the squared
-    loss), otherwise the worst-case constant of ``problem.constants()``. The curvature
-    the iterates meet is smaller still (for logistic losses by σ'(margin)), so the
-    largest stable step lies above 2/β, and the grid reaches a little beyond it.
+    β is the problem's smoothness: for a finite data set with a margin loss the exact
+    bound on the Hessian, λ_max(XᵀX/n)·c + l2 (c the loss row's ``curvature``: 1/4 for
+    the logistic loss, 1 for the squared loss), otherwise the worst-case constant of
+    ``problem.constants()``. The curvature the iterates meet is smaller still (for
+    logistic losses by σ'(margin)), so the largest stable step lies above 2/β, and the
+    grid reaches a little beyond it.
     """
+    from echosim.training.losses import LOSSES
+
     beta = float(problem_obj.constants()["beta"])
     X = getattr(problem_obj, "X", None)
-    loss = getattr(problem_obj, "loss", None)
-    if X is not None and loss in ("logistic", "squared"):
+    row = LOSSES.get(getattr(problem_obj, "loss", None))
+    if X is not None and row is not None and row.margin:
         lam = float(np.linalg.eigvalsh(X.T @ X / X.shape[0]).max())
-        beta = lam * (0.25 if loss == "logistic" else 1.0) + float(getattr(problem_obj, "l2", 0.0))
+        beta = lam * row.curvature + float(getattr(problem_obj, "l2", 0.0))
     stop = 8.0 / beta
     return {"start": stop / 10 ** decades, "stop": stop, "per_decade": per_decade}
+
+
+def method_lr_grid(method: str, problem_obj) -> dict:
+    """The planner's learning-rate grid for `method`: its row's own ``lr_grid`` (methods whose
+    step 1/β does not set, such as Adam's), else `lr_grid_for` the problem."""
+    from echosim.training.methods import get_method
+
+    grid = get_method(method).lr_grid
+    if grid is None:
+        return lr_grid_for(problem_obj)
+    start, stop, per_decade = grid
+    return {"start": start, "stop": stop, "per_decade": per_decade}
 
 
 def run_config(data: dict, workers: int, store_dir=None, progress=False, desc: str | None = None):
@@ -183,11 +199,6 @@ def validate_problem(pconf: dict, optimizer: dict | None = None):
     return _probe(pconf, optimizer)
 
 
-ADAM_LRS = {"start": 10 ** -3.5, "stop": 1.0, "per_decade": 4}
-"""Adam's step moves each coordinate by about lr whatever the curvature, so its grid is not
-scaled by 1/β (the sweep still extends it past an edge where the tuned lr sits)."""
-
-
 def _quantile(x, q: float) -> float:
     """np.quantile that lets +inf (never reached) through instead of giving NaN."""
     x = np.asarray(x, dtype=float)
@@ -218,7 +229,7 @@ def run_candidates(cands, pconf, ctx, target, processes, results, progress=None)
     require_extras()  # before saying what is simulated next
     optimizer = dict(ctx.get("optimizer") or {})
     problem_obj = _probe(pconf, optimizer)
-    lr = dict(ADAM_LRS) if optimizer.get("method") == "echoed_adam" else lr_grid_for(problem_obj)
+    lr = method_lr_grid(optimizer.get("method", "echoed_gd"), problem_obj)
     window = 1
     notes = []
     settings = {"name": "plan", "seed": ctx["seed"], "repetitions": ctx["seeds"], "rtol": float(target),

@@ -15,12 +15,20 @@ keeps, only the branches it uses. The layouts:
   shares the call.
 
 Everything random (the batches, the sub-batch rows) is drawn beforehand in NumPy and
-passed in; the optimizer state lives in caller-owned arrays, so a long run is a
-sequence of chunk calls. The Python facade is `echosim.training.runner`; the naive
-twin is ``tests/naive.py``.
+passed in; the optimizer state lives in caller-owned arrays (`State`), so a long run is
+a sequence of chunk calls, each through `call_chunk`, the one place that knows the
+kernel's positional arguments. The Python facade is `echosim.training.runner`; the
+naive twin is ``tests/naive.py``.
+
+`UPDATES` lists the method codes that have an update branch here, with what each
+branch reads; `check_tables` compares it, and the losses with their own gradient path
+(`OWN_GRADIENT`), with the tables of `echosim.training.methods` and
+`echosim.training.losses` when this module is imported: a row without its branch is an
+error there, before any run.
 """
 
 import functools
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit
@@ -28,8 +36,44 @@ from numba import njit
 from echosim.training.losses import deriv as _margin_deriv
 from echosim.training.losses import value as _margin_value
 from echosim.training.fast_exp import sigmoid
-from echosim.training.losses import LOGISTIC, SOFTMAX, SQUARED
-from echosim.training.methods import ADAM, GD, HEAVY_BALL, NESTEROV, PROX
+from echosim.training.losses import LOGISTIC, LOSSES, SOFTMAX
+from echosim.training.methods import ADAM, ADAMW, GD, HEAVY_BALL, METHODS, NESTEROV, PROX
+
+UPDATES = {
+    GD: (0, 0),  # w ← w − ηg
+    NESTEROV: (1, 1),  # hyper: μ (< 0: μ_k = k/(k+3)); state: x_prev
+    PROX: (1, 0),  # hyper: λ
+    HEAVY_BALL: (1, 1),  # hyper: μ; state: the velocity
+    ADAM: (3, 2),  # hyper: β₁, β₂, ε; state: m, v
+    ADAMW: (4, 2),  # hyper: β₁, β₂, ε, λ (decoupled weight decay); state: m, v
+}
+"""The method codes with an update branch in ``echo_chunk`` (the ``METHOD == ...`` chain):
+code → (hyper-parameters the branch reads, ``hyper[0..]``; state arrays it keeps, ``S[0..]``).
+Written beside the branches and changed with them; `check_tables` holds the method
+table to it."""
+
+OWN_GRADIENT = (SOFTMAX,)
+"""The loss codes with their own gradient path here; every other loss of the table is a
+margin loss and takes the generic path (ℓ' from `echosim.training.losses.deriv`)."""
+
+
+def check_tables(methods: dict, losses: dict) -> None:
+    """ValueError unless this module has a path for every row: each method's code has a
+    branch (`UPDATES`) that reads exactly the row's hyper-parameters and state arrays, and
+    each loss is a margin loss or has its own gradient path (`OWN_GRADIENT`). Run on
+    `METHODS` and `LOSSES` when the module is imported."""
+    for name, row in methods.items():
+        if row.code not in UPDATES:
+            raise ValueError(f"method {name!r}: code {row.code!r} has no update branch in echosim.training.kernel "
+                             "(add its branch and its UPDATES entry)")
+        n_hyper, n_state = UPDATES[row.code]
+        if (len(row.hyper), len(row.state)) != (n_hyper, n_state):
+            raise ValueError(f"method {name!r}: its row has {len(row.hyper)} hyper-parameters and {len(row.state)} "
+                             f"state arrays; the update branch of code {row.code} reads {n_hyper} and {n_state}")
+    for name, row in losses.items():
+        if not row.margin and row.code not in OWN_GRADIENT:
+            raise ValueError(f"loss {name!r}: code {row.code!r} is not a margin loss and has no gradient path in "
+                             "echosim.training.kernel")
 
 # Reassociation lets LLVM vectorise the dot products; no 'nnan'/'ninf', because
 # divergence is detected through non-finite iterates.
@@ -380,7 +424,7 @@ def kernel_for(method: int, loss: int, wide: bool, sub: bool = False, first: boo
     two averages. first_loss (n, L) with `first` (else shape (0, L), unused): the batch
     loss f_{S_t}(w) + (l2/2)‖w‖² at each iterate before its first step on batch t.
     """
-    if method not in (GD, NESTEROV, PROX, HEAVY_BALL, ADAM) or loss not in (SQUARED, LOGISTIC, SOFTMAX):
+    if method not in UPDATES or loss not in {row.code for row in LOSSES.values()}:
         raise ValueError(f"no kernel for method code {method!r} and loss code {loss!r}")
     if wide and loss == SOFTMAX:
         raise ValueError("the wide layout takes margin losses only")
@@ -485,17 +529,25 @@ def kernel_for(method: int, loss: int, wide: bool, sub: bool = False, first: boo
                         for j in range(d):
                             S[0, l, j] = mu * S[0, l, j] + G[l, j]
                             W[l, j] -= eta * S[0, l, j]
-                else:  # torch's Adam at global step k: m, v and w ← w − (η/(1−β₁^{k+1}))·m/(√v/√(1−β₂^{k+1}) + ε)
+                elif METHOD == ADAM or METHOD == ADAMW:
+                    # torch's Adam at global step k: m, v and w ← w − (η/(1−β₁^{k+1}))·m/(√v/√(1−β₂^{k+1}) + ε);
+                    # AdamW first shrinks w ← (1 − ηλ)w (torch's decoupled weight decay; g is taken before)
                     beta1, beta2, eps = hyper[0], hyper[1], hyper[2]
                     bias1 = 1.0 - beta1 ** (k + 1.0)
                     root2 = np.sqrt(1.0 - beta2 ** (k + 1.0))
                     for l in range(L):
                         step = lr[t, l] / bias1
+                        if METHOD == ADAMW:
+                            shrink = 1.0 - lr[t, l] * hyper[3]
+                            for j in range(d):
+                                W[l, j] *= shrink
                         for j in range(d):
                             gj = G[l, j]
                             S[0, l, j] = beta1 * S[0, l, j] + (1.0 - beta1) * gj
                             S[1, l, j] = beta2 * S[1, l, j] + (1.0 - beta2) * (gj * gj)
                             W[l, j] -= step * (S[0, l, j] / (np.sqrt(S[1, l, j]) / root2 + eps))
+                else:  # a code admitted without its branch (kernel_for refuses codes not in UPDATES)
+                    raise ValueError("echo_chunk: no update branch for this method code")
                 for l in range(L):
                     for j in range(d):
                         avg_sum[l, j] += W[l, j]
@@ -522,3 +574,59 @@ def kernel_for(method: int, loss: int, wide: bool, sub: bool = False, first: boo
         return alive
 
     return echo_chunk
+
+
+# --------------------------------------------------------------------------- calling the kernel
+
+
+class State(NamedTuple):
+    """What a run carries from chunk to chunk, updated in place by the kernel (see `kernel_for`)."""
+
+    W: np.ndarray
+    """(L, d) the iterates, in the run's dtype."""
+    S: np.ndarray
+    """(n_state, L, d) the method's extra state, its row's ``state`` in order."""
+    avg_sum: np.ndarray
+    """(L, d) float64 sum of every step's iterate."""
+    end_sum: np.ndarray
+    """(L, d) float64 sum of every batch end's iterate."""
+    counters: np.ndarray
+    """[steps so far, batches so far]."""
+    diverged: np.ndarray
+    """(L,) −1, or the local batch at which that iterate first became non-finite."""
+
+    @classmethod
+    def start(cls, W: np.ndarray, method) -> "State":
+        """The state before the first step from the iterates W (L, d) for method row `method`:
+        its state arrays sized and started as its row says."""
+        L, d = W.shape
+        S = np.empty((len(method.state), L, d), dtype=W.dtype)
+        for i, (_name, init) in enumerate(method.state):
+            S[i] = W if init == "w0" else 0.0
+        return cls(W, S, np.zeros((L, d)), np.zeros((L, d)), np.zeros(2, dtype=np.int64),
+                   np.full(L, -1, dtype=np.int64))
+
+
+def call_chunk(kernel, X, Y, K, lr, rows, hyper, l2, state: State, log_at, log_steps, logs, first_loss) -> int:
+    """Run `kernel` (from `kernel_for`) on one chunk: the one place that spells out its
+    positional arguments. `logs` is (log_w, log_avg, log_end); the rest as in `kernel_for`.
+    Returns the number of iterates still finite."""
+    log_w, log_avg, log_end = logs
+    return kernel(X, Y, K, lr, rows, hyper, float(l2), state.W, state.S, state.avg_sum, state.end_sum,
+                  state.counters, state.diverged, log_at, log_steps, log_w, log_avg, log_end, first_loss)
+
+
+def warm_up(kernel, method, dtype, first: bool = False) -> None:
+    """Call `kernel` of method row `method` once on tiny arrays of the types a run passes
+    (hyper-parameters and state sized from the row, at their defaults), so that it compiles
+    (or loads from Numba's cache) for `dtype`; lr = 0, so nothing moves."""
+    dtype = np.dtype(dtype)
+    X, Y = np.zeros((1, 1, 1), dtype=dtype), np.zeros((1, 1), dtype=dtype)
+    rows = np.zeros((1, 1) if method.sub_batches else (0, 0), dtype=np.int64)
+    logs = (np.empty((1, 1, 1), dtype=dtype), np.empty((1, 1, 1)), np.empty((1, 1, 1)))
+    call_chunk(kernel, X, Y, np.ones(1, dtype=np.int64), np.zeros((1, 1)), rows, method.spec(lr=0.0).kernel_hyper(),
+               0.0, State.start(np.zeros((1, 1), dtype=dtype), method), np.zeros(1, dtype=np.int64), False, logs,
+               np.zeros((1 if first else 0, 1)))
+
+
+check_tables(METHODS, LOSSES)

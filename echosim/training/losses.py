@@ -8,22 +8,31 @@ loss            ℓ(w; z)                               labels y             cod
 ``squared``     ½(x·w − y)²                           real                 `SQUARED`
 ``logistic``    log(1 + exp(−y·x·w))                  −1, +1               `LOGISTIC`
 ``softmax``     log Σ_c exp(W_c·x) − W_y·x            0, …, C−1            `SOFTMAX`
+``huber``       ½r² if |r| ≤ δ, else δ(|r| − ½δ);     real                 `HUBER`
+                r = x·w − y, δ = `HUBER_DELTA` = 1
 ==============  ====================================  ===================  ==========
 
-A row (`Loss`) gives the kernels' integer code, the per-example smoothness factor c
-(ℓ is c‖x‖²-smooth in w, so a table's β is c·max‖x‖²), the Lipschitz constant ρ of the
-per-example loss on the ball ‖w − w*‖ ≤ D, and the full-data loss, gradient and
-Hessian a `Dataset` needs for F, F* and w*. The per-example formulas of the margin
-losses, `value`, `deriv` and `curvature` (ℓ, ℓ', ℓ'' at margin z), are Numba code
-here, shared by the full-data loops below and by the optimizer kernels' generic
-margin-loss path; an unknown code gives NaN in them, never another loss.
+A row (`Loss`) gives the kernels' integer code, its labels, the per-example smoothness
+factor c (ℓ is c‖x‖²-smooth in w, so a table's β is c·max‖x‖², and the planner's
+learning-rate grid reads it), the Lipschitz constant ρ of the per-example loss on the
+ball ‖w − w*‖ ≤ D, and the full-data loss, gradient and Hessian a `Dataset` needs for
+F, F* and w*. The per-example formulas of the margin losses, `value`, `deriv` and
+`curvature` (ℓ, ℓ', ℓ'' at margin z), are Numba code here, shared by the full-data
+loops below and by the optimizer kernels' generic margin-loss path; an unknown code
+gives NaN in them, never another loss.
 
 `loss_code(name)` is the one way from a name to a code: an unknown name is a
 ValueError there (and in `run`), before any work, never a loss computed as another one.
 
-A new margin loss (Huber, say) is a row here and its three formulas (`value`,
-`deriv`, `curvature`); the kernels take it through their generic margin path, and
-``tests/naive.py`` needs its ℓ' and ℓ for the twin.
+A new margin loss is, in full: its code constant, its row of `LOSSES` (labels: one of
+"real targets", "−1 or +1"), and its branch in each of the three formulas `value`,
+`deriv` and `curvature` with its code in `MARGIN_FORMULAS` beside them (compared with
+the table at import: a margin row without its formulas is an error then); here, in
+this file, and its twin ℓ and ℓ' in ``tests/naive.py``'s ``MARGIN_LOSSES``. The
+kernels take it through their generic margin path; `Dataset`, the config schema, the
+CLI, the planner's grid and the kernel tests read the row. A loss that is not a
+function of one margin (as softmax) needs its own paths in `Loss`, in
+`echosim.training.kernel` (``OWN_GRADIENT``) and in the naive twin.
 
 Full-data sums. NumPy's matrix products go through BLAS, whose sums are split
 differently with the number of threads (``X @ W.T`` on breast_cancer and ``X.T @ r``
@@ -44,16 +53,26 @@ from typing import Callable
 import numpy as np
 from numba import njit
 
-__all__ = ["Loss", "LOSSES", "SQUARED", "LOGISTIC", "SOFTMAX", "loss_code", "get_loss"]
+__all__ = ["Loss", "LOSSES", "SQUARED", "LOGISTIC", "SOFTMAX", "HUBER", "HUBER_DELTA", "loss_code", "get_loss"]
 
 SQUARED = 0
 LOGISTIC = 1
 SOFTMAX = 2  # multinomial logistic: the weights are C×d, row-major
+HUBER = 3
+
+HUBER_DELTA = 1.0
+"""δ of the Huber loss: quadratic for residuals |x·w − y| ≤ δ, linear beyond (fixed: a loss
+is a name in configs, without parameters; scale the targets to move it)."""
 
 
 def _squared_rho(norms, residuals, D):
     """max‖x‖(|x·w* − y| + ‖x‖D): ‖∇ℓ(w)‖ = |x·w − y|‖x‖ on the ball ‖w − w*‖ ≤ D."""
     return float((norms * (np.abs(residuals) + norms * D)).max())
+
+
+def _huber_rho(norms, residuals, D):
+    """max‖x‖·min(δ, |x·w* − y| + ‖x‖D): ‖∇ℓ(w)‖ = min(|x·w − y|, δ)‖x‖."""
+    return float((norms * np.minimum(HUBER_DELTA, np.abs(residuals) + norms * D)).max())
 
 
 @dataclass(frozen=True)
@@ -64,7 +83,7 @@ class Loss:
     code: int
     labels: str
     curvature: float
-    """c: the per-example loss is c‖x‖²-smooth (1 squared, 1/4 logistic, 1/2 softmax)."""
+    """c: the per-example loss is c‖x‖²-smooth (1 squared and Huber, 1/4 logistic, 1/2 softmax)."""
     rho: Callable
     """(row norms ‖x_i‖, residuals x_i·w* − y_i, D) → Lipschitz constant of ℓ on the ball ‖w − w*‖ ≤ D."""
     margin: bool = True
@@ -129,6 +148,7 @@ LOSSES: dict[str, Loss] = {
         Loss("softmax", SOFTMAX, "class indices 0..C−1", 0.5,
              lambda norms, residuals, D: math.sqrt(2.0) * float(norms.max()),  # ‖p − e_y‖ ≤ √2
              margin=False),
+        Loss("huber", HUBER, "real targets", 1.0, _huber_rho),
     )
 }
 """The registry of losses: name → row. Nothing else lists losses or their codes."""
@@ -157,35 +177,59 @@ def _softplus(u):
     return max(u, 0.0) + np.log1p(np.exp(-abs(u)))
 
 
+MARGIN_FORMULAS = (SQUARED, LOGISTIC, HUBER)
+"""The loss codes with a branch in each of `value`, `deriv` and `curvature` below (written
+beside them and changed with them; every margin row's code must be here)."""
+
+
+def check_margin_formulas(losses: dict) -> None:
+    """ValueError unless every margin loss of `losses` has its formulas (`MARGIN_FORMULAS`);
+    run on `LOSSES` at import."""
+    for name, row in losses.items():
+        if row.margin and row.code not in MARGIN_FORMULAS:
+            raise ValueError(f"loss {name!r}: code {row.code!r} has no branch in value, deriv and curvature "
+                             "(echosim.training.losses.MARGIN_FORMULAS)")
+
+
+check_margin_formulas(LOSSES)
+
+
 @njit(cache=True)
 def value(z, y, loss):
-    """ℓ at margin z: ½(z − y)² (squared) or log(1 + e^{−yz}) (logistic)."""
+    """ℓ at margin z: ½(z − y)² (squared), log(1 + e^{−yz}) (logistic), Huber's of r = z − y."""
     if loss == LOGISTIC:
         return _softplus(-y * z)
     if loss == SQUARED:
         r = z - y
         return 0.5 * r * r
+    if loss == HUBER:
+        r = abs(z - y)
+        return 0.5 * r * r if r <= HUBER_DELTA else HUBER_DELTA * (r - 0.5 * HUBER_DELTA)
     return np.nan
 
 
 @njit(cache=True)
 def deriv(z, y, loss):
-    """ℓ'(z): z − y (squared) or −y·σ(−yz) (logistic)."""
+    """ℓ'(z): z − y (squared), −y·σ(−yz) (logistic), z − y clipped to [−δ, δ] (Huber)."""
     if loss == SQUARED:
         return z - y
     if loss == LOGISTIC:
         return -y * (0.5 * (1.0 + np.tanh(-0.5 * y * z)))  # σ(−y z) without overflow
+    if loss == HUBER:
+        return min(max(z - y, -HUBER_DELTA), HUBER_DELTA)
     return np.nan
 
 
 @njit(cache=True)
 def curvature(z, y, loss):
-    """ℓ''(z): 1 (squared) or σ(−yz)(1 − σ(−yz)) (logistic)."""
+    """ℓ''(z): 1 (squared), σ(−yz)(1 − σ(−yz)) (logistic), 1 if |z − y| ≤ δ else 0 (Huber)."""
     if loss == SQUARED:
         return 1.0
     if loss == LOGISTIC:
         s = 0.5 * (1.0 + np.tanh(-0.5 * y * z))
         return s * (1.0 - s)
+    if loss == HUBER:
+        return 1.0 if abs(z - y) <= HUBER_DELTA else 0.0
     return np.nan
 
 

@@ -16,8 +16,10 @@ g = ∇f_S at the point the method asks for, k the global step from 0.
 ``EchoedAdam``       m ← β₁m + (1−β₁)g, v ← β₂v + (1−β₂)g², w ← w − η m̂/(√v̂ + ε) with
                      m̂ = m/(1−β₁^{k+1}), v̂ = v/(1−β₂^{k+1}) (`torch.optim.Adam`: ε outside
                      the square root), m, v and k carried across batches
+``EchoedAdamW``      w ← (1 − ηλ)w, then Adam's step with g taken before the decay
+                     (`torch.optim.AdamW`: decoupled weight decay λ)
 
-Heavy-ball and Adam follow PyTorch's conventions so that a training job's
+Heavy-ball, Adam and AdamW follow PyTorch's conventions so that a training job's
 hyper-parameters carry over; the problem's l2 term is in g, as torch's coupled
 ``weight_decay``. No theorem of Agarwal et al. covers them (nor echoed SGD on
 sub-batches, nor Nesterov with a constant momentum): their rows have no bound, and no
@@ -31,10 +33,29 @@ batch-end iterates w_1..w_T).
 The learning rate η is a number, an array with one value per fresh batch, or a
 callable mapping the batch indices 0..T−1 to such an array.
 
-A new method is a spec class and a row here, its update in
-`echosim.training.kernel` (one branch on its code), and its naive twin in
-``tests/naive.py``; the config schema, the specs, the CLI, the plots and the docs'
-tables read the row.
+A new method is, in full:
+
+1. here: its spec class (an `Optimizer` dataclass; its hyper-parameters' config keys
+   in `HYPER_FIELDS` if they are new) and its row of `METHODS`: the kernel code it
+   runs (a new constant below if its update is new), ``hyper`` (the config keys of
+   the floats its update reads, in order), ``state`` (the arrays it carries across
+   batches and how they start), ``lr_grid`` (the planner's grid, if 1/β does not set
+   its step) and whether a bound covers it;
+2. in `echosim.training.kernel`, if its code is new: its branch of the update (the
+   ``METHOD == CODE`` chain in ``echo_chunk``; a variant may join a branch it extends,
+   as AdamW joins Adam's) and its entry in ``UPDATES`` beside it: the numbers of
+   hyper-parameters and state arrays the branch reads. The kernel compares
+   ``UPDATES`` with this table when it is imported: a row whose code has no branch,
+   or whose hyper-parameters or state differ from what its branch reads, is an error
+   then, never another method's update;
+3. its naive twin: a step function in ``tests/naive.py``'s ``STEPS`` under its name.
+
+The config schema, the CLI, the specs of sweeps, the compile warm-up (arrays sized
+from the row), the planner's grids, the kernel tests' lists and the plots read the
+row. Two lines outside the table, as for every public name: the spec class in
+``echosim/__init__.py``'s lazy exports (which cannot read this table without
+importing Numba), and the method in the ``method`` row of ``docs/sweep.md`` (a test
+holds every method and config key documented there).
 """
 
 from __future__ import annotations
@@ -46,16 +67,23 @@ from typing import Callable, ClassVar, Union
 import numpy as np
 
 __all__ = ["Optimizer", "MinibatchSGD", "EchoedGD", "EchoedSGD", "EchoedNesterov", "EchoedProx", "EchoedHeavyBall",
-           "EchoedAdam", "Method", "METHODS", "HYPER_FIELDS", "learning_rates", "get_method"]
+           "EchoedAdam", "EchoedAdamW", "Method", "METHODS", "HYPER_FIELDS", "ADAPTIVE_LRS", "learning_rates",
+           "get_method", "check_rows"]
 
 LearningRate = Union[float, np.ndarray, Callable[[np.ndarray], np.ndarray]]
 
-# kernel codes: one update branch each in echosim.training.kernel
+# kernel codes: one update branch each in echosim.training.kernel (its UPDATES lists them)
 GD = 0  # minibatch SGD, echoed GD, echoed SGD (sub-batches)
 NESTEROV = 1
 PROX = 2
 HEAVY_BALL = 3
 ADAM = 4
+ADAMW = 5
+
+ADAPTIVE_LRS = (10 ** -3.5, 1.0, 4)
+"""The planner's learning-rate grid (start, stop, per decade) for Adam-like methods: their
+step moves each coordinate by about lr whatever the curvature, so the grid is not scaled by
+1/β (the sweep still extends it past an edge where the tuned lr sits)."""
 
 
 def _lr_repr(lr) -> str:
@@ -137,8 +165,10 @@ class Optimizer:
         return cls(lr=lr, **hyper)
 
     def kernel_hyper(self) -> np.ndarray:
-        """The kernel's float parameters of this method (its update reads them by position)."""
-        return np.zeros(0)
+        """The kernel's float parameters of this method, its row's ``hyper`` keys in order
+        (its update reads them by position)."""
+        config = self.config()
+        return np.array([float(config[k]) for k in self.method.hyper], dtype=np.float64)
 
     def check_batch_size(self, batch_size: int) -> None:
         """ValueError if the hyper-parameters cannot work with fresh batches of `batch_size` rows."""
@@ -212,7 +242,7 @@ class EchoedNesterov(Optimizer):
                 raise ValueError(f"momentum must be 'nesterov' or a number in [0, 1), got {self.momentum!r}") from None
 
     def kernel_hyper(self) -> np.ndarray:
-        return np.array([-1.0 if self.momentum == "nesterov" else float(self.momentum)])
+        return np.array([-1.0 if self.momentum == "nesterov" else float(self.momentum)])  # μ < 0: μ_k = k/(k+3)
 
 
 @dataclass(frozen=True, repr=False)
@@ -229,9 +259,6 @@ class EchoedProx(Optimizer):
         if isinstance(self.lam, bool) or not (isinstance(self.lam, (int, float)) and math.isfinite(self.lam)
                                               and self.lam >= 0):
             raise ValueError(f"lam must be a non-negative finite number, got {self.lam!r}")
-
-    def kernel_hyper(self) -> np.ndarray:
-        return np.array([float(self.lam)])
 
 
 @dataclass(frozen=True, repr=False)
@@ -252,9 +279,6 @@ class EchoedHeavyBall(Optimizer):
         super().__post_init__()
         object.__setattr__(self, "momentum", _fraction("momentum", self.momentum))
 
-    def kernel_hyper(self) -> np.ndarray:
-        return np.array([self.momentum])
-
 
 @dataclass(frozen=True, repr=False)
 class EchoedAdam(Optimizer):
@@ -273,15 +297,7 @@ class EchoedAdam(Optimizer):
 
     def __post_init__(self):
         super().__post_init__()
-        b = self.betas
-        if not isinstance(b, (tuple, list)) or len(b) != 2:
-            raise ValueError(f"betas must be a pair (beta1, beta2) of numbers in [0, 1), got {b!r}")
-        object.__setattr__(self, "betas", (_fraction("betas[0]", b[0]), _fraction("betas[1]", b[1])))
-        e = self.eps
-        if isinstance(e, bool) or not isinstance(e, (int, float, np.integer, np.floating)) \
-                or not math.isfinite(e) or e <= 0:
-            raise ValueError(f"eps must be a finite number > 0, got {e!r}")
-        object.__setattr__(self, "eps", float(e))
+        _check_adam(self)
 
     def config(self) -> dict:
         return {"beta1": self.betas[0], "beta2": self.betas[1], "eps": self.eps}
@@ -290,8 +306,52 @@ class EchoedAdam(Optimizer):
     def from_config(cls, lr, beta1=0.9, beta2=0.999, eps=1e-8):
         return cls(lr=lr, betas=(beta1, beta2), eps=eps)
 
-    def kernel_hyper(self) -> np.ndarray:
-        return np.array([self.betas[0], self.betas[1], self.eps])
+
+@dataclass(frozen=True, repr=False)
+class EchoedAdamW(Optimizer):
+    """AdamW as `torch.optim.AdamW(betas, eps, weight_decay)`: Adam with decoupled weight decay.
+
+    Each step first shrinks the iterate, w ← (1 − ηλ)w with λ = `weight_decay`, then takes
+    Adam's step (`EchoedAdam`) with the gradient g taken before the shrink; λ never enters
+    g, m or v (the problem's l2 term still does, as torch's coupled one would). No theorem
+    of the paper covers it.
+    """
+
+    name = "echoed_adamw"
+
+    lr: LearningRate
+    betas: tuple = (0.9, 0.999)
+    eps: float = 1e-8
+    weight_decay: float = 1e-2
+
+    def __post_init__(self):
+        super().__post_init__()
+        _check_adam(self)
+        wd = self.weight_decay
+        if isinstance(wd, bool) or not isinstance(wd, (int, float, np.integer, np.floating)) \
+                or not math.isfinite(wd) or wd < 0:
+            raise ValueError(f"weight_decay must be a non-negative finite number, got {wd!r}")
+        object.__setattr__(self, "weight_decay", float(wd))
+
+    def config(self) -> dict:
+        return {"beta1": self.betas[0], "beta2": self.betas[1], "eps": self.eps, "weight_decay": self.weight_decay}
+
+    @classmethod
+    def from_config(cls, lr, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=1e-2):
+        return cls(lr=lr, betas=(beta1, beta2), eps=eps, weight_decay=weight_decay)
+
+
+def _check_adam(spec) -> None:
+    """Validate and normalise Adam's betas and eps on a frozen spec."""
+    b = spec.betas
+    if not isinstance(b, (tuple, list)) or len(b) != 2:
+        raise ValueError(f"betas must be a pair (beta1, beta2) of numbers in [0, 1), got {b!r}")
+    object.__setattr__(spec, "betas", (_fraction("betas[0]", b[0]), _fraction("betas[1]", b[1])))
+    e = spec.eps
+    if isinstance(e, bool) or not isinstance(e, (int, float, np.integer, np.floating)) \
+            or not math.isfinite(e) or e <= 0:
+        raise ValueError(f"eps must be a finite number > 0, got {e!r}")
+    object.__setattr__(spec, "eps", float(e))
 
 
 @dataclass(frozen=True)
@@ -305,9 +365,12 @@ class Method:
     """The kernel's code: which update branch of `echosim.training.kernel` it runs."""
     title: str
     """A short description (plot titles, docs)."""
+    hyper: tuple = ()
+    """The config keys of the floats its update reads, in order (the kernel's ``hyper[0]``,
+    ``hyper[1]``, ...; `Optimizer.kernel_hyper` gives their values)."""
     state: tuple = ()
     """Extra state carried across fresh batches, (name, start) pairs: start "w0" (a copy of
-    the starting point) or "zero"."""
+    the starting point) or "zero"; the kernel's ``S[0]``, ``S[1]``, ... in order."""
     sub_batches: bool = False
     """Its steps use random sub-batches of the fresh batch (the kernel's sub-batch rows)."""
     one_step: bool = False
@@ -320,6 +383,10 @@ class Method:
     """The `theory` function of the bound's own step size (``lr = "theory"``), or None."""
     iterate: str = "last"
     """The iterate its bound is about, which plots compare with the bound: "last", "avg" or "end_avg"."""
+    lr_grid: tuple | None = None
+    """The planner's learning-rate grid (start, stop, per decade) where 1/β does not set its
+    step (`ADAPTIVE_LRS`), or None: a grid from the problem's smoothness
+    (`echosim.planner.simulated.lr_grid_for`)."""
 
     @property
     def fields(self) -> tuple[str, ...]:
@@ -347,13 +414,18 @@ METHODS: dict[str, Method] = {m.name: m for m in (
            bound="echoed_gd_bound", lr_rule="echoed_gd_lr", iterate="avg"),
     Method("echoed_gd", EchoedGD, GD, "echoed GD", bound="echoed_gd_bound", lr_rule="echoed_gd_lr", iterate="avg"),
     Method("echoed_sgd", EchoedSGD, GD, "echoed SGD (sub-batches)", sub_batches=True, lr_rule="echoed_gd_lr"),
-    Method("echoed_prox", EchoedProx, PROX, "echoed prox", bound="echoed_prox_bound", lr_rule="echoed_prox_param",
-           iterate="end_avg"),
-    Method("echoed_nesterov", EchoedNesterov, NESTEROV, "echoed AGD (Nesterov)", state=(("w_prev", "w0"),),
-           bound="echoed_agd_bound", bound_needs=(("momentum", "nesterov"),), lr_rule="echoed_agd_lr"),
+    Method("echoed_prox", EchoedProx, PROX, "echoed prox", hyper=("lam",), bound="echoed_prox_bound",
+           lr_rule="echoed_prox_param", iterate="end_avg"),
+    Method("echoed_nesterov", EchoedNesterov, NESTEROV, "echoed AGD (Nesterov)", hyper=("momentum",),
+           state=(("w_prev", "w0"),), bound="echoed_agd_bound", bound_needs=(("momentum", "nesterov"),),
+           lr_rule="echoed_agd_lr"),
     Method("echoed_heavy_ball", EchoedHeavyBall, HEAVY_BALL, "echoed heavy ball (torch SGD momentum)",
-           state=(("velocity", "zero"),)),
-    Method("echoed_adam", EchoedAdam, ADAM, "echoed Adam (torch Adam)", state=(("m", "zero"), ("v", "zero"))),
+           hyper=("momentum",), state=(("velocity", "zero"),)),
+    Method("echoed_adam", EchoedAdam, ADAM, "echoed Adam (torch Adam)", hyper=("beta1", "beta2", "eps"),
+           state=(("m", "zero"), ("v", "zero")), lr_grid=ADAPTIVE_LRS),
+    Method("echoed_adamw", EchoedAdamW, ADAMW, "echoed AdamW (torch AdamW)",
+           hyper=("beta1", "beta2", "eps", "weight_decay"), state=(("m", "zero"), ("v", "zero")),
+           lr_grid=ADAPTIVE_LRS),
 )}
 """The registry of optimizer methods: config name → row. Nothing else lists methods."""
 
@@ -366,11 +438,41 @@ HYPER_FIELDS = {
     "beta1": dict(kind="float", lo=0, hi=1, hi_open=True, doc="Adam's β₁ (torch's betas[0])"),
     "beta2": dict(kind="float", lo=0, hi=1, hi_open=True, doc="Adam's β₂ (torch's betas[1])"),
     "eps": dict(kind="float", lo=0, lo_open=True, doc="Adam's ε, added outside the square root"),
+    "weight_decay": dict(kind="float", lo=0, doc="AdamW's decoupled weight decay λ: w ← (1 − ηλ)w before each "
+                                                 "step (torch's AdamW)"),
 }
 """The config keys of the methods' hyper-parameters: type, range and meaning (the
 config schema reads them; each method's defaults come from its spec)."""
 
-assert {k for m in METHODS.values() for k in m.fields} == set(HYPER_FIELDS), "a method key lacks its field"
+
+
+def check_rows(methods: dict) -> None:
+    """ValueError unless every row of `methods` is whole: its spec names it, its ``hyper``
+    keys are its config keys and `Optimizer.kernel_hyper` gives one float per key, its
+    state starts are known, and every config key has its field. Run on `METHODS` at import;
+    the kernel checks the codes, hyper-parameters and state against its branches at its own."""
+    for name, row in methods.items():
+        if row.name != name or row.spec.name != name:
+            raise ValueError(f"method row {name!r}: its name ({row.name!r}) and its spec's ({row.spec.name!r}) "
+                             f"must be {name!r}")
+        unknown = set(row.hyper) - set(row.fields)
+        if unknown:
+            raise ValueError(f"method {name!r}: hyper names {sorted(unknown)}, which are not its config keys")
+        n = len(row.spec(lr=0.0).kernel_hyper())
+        if n != len(row.hyper):
+            raise ValueError(f"method {name!r}: kernel_hyper() gives {n} floats, its row's hyper names "
+                             f"{len(row.hyper)}")
+        if any(start not in ("w0", "zero") for _, start in row.state):
+            raise ValueError(f"method {name!r}: a state starts as 'w0' or 'zero', got {row.state!r}")
+        if row.lr_grid is not None and len(row.lr_grid) != 3:
+            raise ValueError(f"method {name!r}: lr_grid is (start, stop, per decade), got {row.lr_grid!r}")
+    keys = {k for m in methods.values() for k in m.fields}
+    if keys != set(HYPER_FIELDS):
+        raise ValueError(f"config keys without their HYPER_FIELDS entry: {sorted(keys - set(HYPER_FIELDS))}; "
+                         f"HYPER_FIELDS entries of no method: {sorted(set(HYPER_FIELDS) - keys)}")
+
+
+check_rows(METHODS)
 
 
 def get_method(name) -> Method:

@@ -4,12 +4,10 @@ A problem draws i.i.d. examples; fresh batch t is a pure function of
 (seed, t, batch size), so runs that share a seed see the same batches whatever
 their echo factor, policy or optimizer (common random numbers).
 
-Losses (the table `echosim.training.losses.LOSSES`), per example z = (x, y) with margin x·w:
-  squared   ℓ(w; z) = ½(x·w − y)²
-  logistic  ℓ(w; z) = log(1 + exp(−y·x·w)),  y ∈ {−1, +1}
-  softmax   ℓ(W; z) = log Σ_c exp(W_c·x) − W_y·x,  y ∈ {0, …, C−1}  (`Dataset` only;
-            W is C×d, flattened row-major into w)
-plus (l2/2)‖w‖² for a `Dataset` with L2 regularisation.
+Losses: the rows of `echosim.training.losses.LOSSES` (its docstring gives each ℓ(w; z)).
+The synthetic problems use the squared (`LeastSquares`) and logistic (`Logistic`) loss;
+a `Dataset` takes any row (the softmax loss's W is C×d, flattened row-major into w),
+plus (l2/2)‖w‖² with L2 regularisation.
 
 Constants (``constants()``), with D = ‖w₀ − w*‖:
   β  smoothness of the per-example loss (where the design is bounded), else the
@@ -391,10 +389,10 @@ class Dataset(Problem):
     X : array of shape (n, d)
         The features.
     y : array of shape (n,)
-        Labels in {−1, +1} for "logistic", class indices 0..C−1 for "softmax",
-        real targets for "squared".
-    loss : {"logistic", "softmax", "squared"}
-        Binary logistic, multinomial logistic, or squared loss.
+        The labels the loss's row names: {−1, +1} for "logistic", class indices
+        0..C−1 for "softmax", real targets for "squared".
+    loss : str
+        A loss of `echosim.training.losses.LOSSES`.
     l2 : float
         L2 regularisation weight (needed for logistic regression on separable data).
     name : str
@@ -412,9 +410,9 @@ class Dataset(Problem):
 
     Notes
     -----
-    The losses and derivatives of "logistic" and "squared" are summed in a fixed
-    order (`echosim.training.losses`), so F*, w* and every logged risk are the
-    same bits whatever BLAS threading the process has; "softmax" uses NumPy's BLAS.
+    The losses and derivatives of the margin losses are summed in a fixed order
+    (`echosim.training.losses`), so F*, w* and every logged risk are the same bits
+    whatever BLAS threading the process has; "softmax" uses NumPy's BLAS.
     """
 
     def __init__(self, X, y, loss="logistic", l2=0.0, name="dataset", n_classes=None, eval_rows=None):
@@ -541,14 +539,15 @@ class Dataset(Problem):
     def constants(self, w0=None) -> dict:
         """β and ρ on the ball ‖w − w*‖ ≤ D, as exact maxima over the rows.
 
-        β = max‖x‖² (squared), max‖x‖²/4 (logistic), max‖x‖²/2 (softmax), plus l2;
-        ρ = max‖x‖(|x·w* − y| + ‖x‖D) (squared), max‖x‖ (logistic), √2·max‖x‖
-        (softmax: ‖p − e_y‖ ≤ √2), plus l2(‖w*‖ + D).
+        From the loss's row (`Loss.constants`): β = c·max‖x‖² with its curvature factor c
+        (1 squared, 1/4 logistic, 1/2 softmax), ρ its Lipschitz constant on the ball
+        (max‖x‖(|x·w* − y| + ‖x‖D) squared, max‖x‖ logistic, √2·max‖x‖ softmax); plus l2
+        and l2(‖w*‖ + D).
         """
         D = self.distance(w0)
         norms = np.linalg.norm(self.X, axis=1)
         reg = self.l2 * (float(np.linalg.norm(self.w_star)) + D)
-        residuals = _margins(self.X, self.w_star) - self.y if self.loss == "squared" else None
+        residuals = _margins(self.X, self.w_star) - self.y if LOSSES[self.loss].margin else None
         beta, rho = LOSSES[self.loss].constants(norms, residuals, D)
         return {"beta": beta + self.l2, "rho": rho + reg, "D": D}
 

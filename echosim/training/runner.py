@@ -316,15 +316,15 @@ class Run:
         self.by_step = log_unit == "step" and (schedule is None or schedule.step_examples is None)
         self._resolve_logs(log)
         L = len(optimizers)
-        self.W = np.repeat(self.w_start.astype(self.dtype)[None, :], L, axis=0)
-        self.S = np.empty((len(self.method.state), L, d), dtype=self.dtype)
-        for i, (_name, init) in enumerate(self.method.state):
-            self.S[i] = self.W if init == "w0" else 0.0
-        self.avg_sum, self.end_sum = np.zeros((L, d)), np.zeros((L, d))
-        self.counters = np.zeros(2, dtype=np.int64)
-        self.diverged = np.full(L, -1, dtype=np.int64)
+        from echosim.training.kernel import State
+
+        self.state = State.start(np.repeat(self.w_start.astype(self.dtype)[None, :], L, axis=0), self.method)
+        self.W, self.S, self.avg_sum, self.end_sum, self.counters, self.diverged = self.state  # updated in place
         self.diverged_unit: list = [None] * L
-        self.hyper = first.kernel_hyper()
+        self.hyper = np.ascontiguousarray(first.kernel_hyper(), dtype=np.float64)
+        if self.hyper.shape != (len(self.method.hyper),):  # the kernel reads them by position, unchecked
+            raise ValueError(f"{first!r}: kernel_hyper() gives {self.hyper.size} values; its row reads "
+                             f"{len(self.method.hyper)} ({', '.join(self.method.hyper) or 'none'})")
         self.wide = many and self.loss.margin
         self.record_first = bool(first_loss)
         self.first: list = []
@@ -420,6 +420,8 @@ class Run:
         first = np.full((n, L), np.nan) if self.record_first else None
         cum = np.concatenate([[lo], cum_new])  # log-unit counts after units u0 .. u0 + n
         alive = int(np.sum(self.diverged < 0))
+        from echosim.training.kernel import call_chunk
+
         kernel = (_kernel_of(self.method.code, self.loss.code, self.wide, self.method.sub_batches, self.record_first)
                   if alive else None)
         no_first = np.zeros((0, L))
@@ -428,10 +430,10 @@ class Run:
             i, j = np.searchsorted(at, [cum[s - u0] + 1, cum[e - u0] + 1])
             local = at[i:j] - 1 - cum[s - u0]
             flags_before = self.diverged.copy()
-            alive = kernel(X, Y, feed.K[s:e], np.ascontiguousarray(lr[s - u0:e - u0]), rows, self.hyper,
-                           float(self.problem.l2), self.W, self.S, self.avg_sum, self.end_sum, self.counters,
-                           self.diverged, local, self.by_step, log_w[i:j], log_avg[i:j], log_end[i:j],
-                           first[s - u0:e - u0] if first is not None else no_first)
+            alive = call_chunk(kernel, X, Y, feed.K[s:e], np.ascontiguousarray(lr[s - u0:e - u0]), rows, self.hyper,
+                               self.problem.l2, self.state, local, self.by_step,
+                               (log_w[i:j], log_avg[i:j], log_end[i:j]),
+                               first[s - u0:e - u0] if first is not None else no_first)
             for c in np.flatnonzero((flags_before < 0) & (self.diverged >= 0)):
                 self.diverged_unit[c] = s + int(self.diverged[c]) + 1
             if alive == 0:
@@ -714,8 +716,8 @@ def run(problem: Problem, optimizer: Optimizer, *, batch_size: int, echo=1, n_ba
     problem : Problem
         LeastSquares, Logistic or Dataset.
     optimizer : Optimizer
-        A spec of `echosim.training.methods` (MinibatchSGD, EchoedGD, EchoedSGD,
-        EchoedNesterov, EchoedProx, EchoedHeavyBall, EchoedAdam).
+        A spec of `echosim.training.methods`, of any method of its table `METHODS`
+        (MinibatchSGD, EchoedGD, EchoedSGD, EchoedNesterov, EchoedProx, ...).
     batch_size : int
         B, examples per fresh batch.
     echo : Schedule, Pipeline, int, or array of int
@@ -857,18 +859,6 @@ def kernel_cached(key: str) -> bool:
         return False
 
 
-def _tiny_args(dtype, method, first=False):
-    """Kernel arguments of the types `Run` passes, on tiny arrays, for a method's row."""
-    X, Y = np.zeros((1, 1, 1), dtype=dtype), np.zeros((1, 1), dtype=dtype)
-    K, logs = np.ones(1, dtype=np.int64), np.zeros(1, dtype=np.int64)
-    rows = np.zeros((1, 1) if method.sub_batches else (0, 0), dtype=np.int64)
-    n_state = len(method.state)
-    return (X, Y, K, np.zeros((1, 1)), rows, np.array([0.9, 0.999, 1e-8]), 0.0, np.zeros((1, 1), dtype=dtype),
-            np.zeros((n_state, 1, 1), dtype=dtype), np.zeros((1, 1)), np.zeros((1, 1)), np.zeros(2, dtype=np.int64),
-            np.full(1, -1, dtype=np.int64), logs, False, np.empty((1, 1, 1), dtype=dtype), np.empty((1, 1, 1)),
-            np.empty((1, 1, 1)), np.zeros((1 if first else 0, 1)))
-
-
 def compile_kernels(dtypes=("float64",), *, kernels=("draws",)) -> None:
     """Compile (or load from Numba's cache) the kernels named in `kernels` for `dtypes`.
 
@@ -882,6 +872,8 @@ def compile_kernels(dtypes=("float64",), *, kernels=("draws",)) -> None:
     for key in kernels:
         if key != "draws":
             _check_key(key)
+    from echosim.training.kernel import warm_up
+
     for dtype in map(np.dtype, dtypes):
         for key in kernels:
             if key == "draws":
@@ -889,7 +881,7 @@ def compile_kernels(dtypes=("float64",), *, kernels=("draws",)) -> None:
 
                 LeastSquares(dim=1).batches(0, 0, 1, 1, dtype)
                 continue
-            _kernel(key)(*_tiny_args(dtype, get_method(key.split(":")[0]), key.endswith(":first_loss")))
+            warm_up(_kernel(key), get_method(key.split(":")[0]), dtype, key.endswith(":first_loss"))
 
 
 def _check_key(key):

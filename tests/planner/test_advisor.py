@@ -13,6 +13,7 @@ from echosim.planner import plan
 from echosim.loop.echoing import echoing
 from echosim.loop.records import Records
 from echosim.planner.response import t_one
+from echosim.training.methods import METHODS
 
 S, E = 200.0, 2e5
 STEPS = {B: float(t_one(S, E, B)) for B in (64, 1024)}
@@ -238,7 +239,9 @@ def test_form_a_simulates_the_method_asked_for(monkeypatch):
     seen.clear()
     plan("40ms", "10ms", batch_size=256, problem="least_squares", policies="sync", seeds=1, target=0.05,
          processes=1, method="echoed_adam")
-    assert all(o["method"] == "echoed_adam" and o["lr"] == sim.ADAM_LRS for o in seen)
+    start, stop, per_decade = METHODS["echoed_adam"].lr_grid
+    assert all(o["method"] == "echoed_adam" and o["lr"] == {"start": start, "stop": stop, "per_decade": per_decade}
+               for o in seen)
 
 
 def test_unreachable_target_is_bad_input(monkeypatch):

@@ -8,10 +8,18 @@ import pytest
 import echosim
 from echosim.training import runner as experiment
 from echosim.training.runner import _sub_batch_rows, log_points, run
-from echosim.training.methods import (EchoedAdam, EchoedGD, EchoedHeavyBall, EchoedNesterov, EchoedProx, EchoedSGD,
-                                      MinibatchSGD)
+from echosim.training.methods import (METHODS, EchoedAdam, EchoedAdamW, EchoedGD, EchoedHeavyBall, EchoedNesterov,
+                                      EchoedProx, EchoedSGD, MinibatchSGD)
+from echosim.training.losses import LOSSES
 from echosim.training.problems import Dataset, LeastSquares, Logistic
 from tests.naive import echoed_run
+
+
+def with_every_row(specs, lr=0.05):
+    """`specs`, and every method of the table they leave out at its defaults and `lr`."""
+    named = {o.name for o in specs}
+    return [*specs, *(row.spec(lr) for name, row in METHODS.items() if name not in named)]
+
 
 LS = LeastSquares(dim=6, design="gaussian", decay=1.0, noise_std=0.3)
 _rng = np.random.default_rng(0)
@@ -20,29 +28,41 @@ LOGI = Dataset(_rng.standard_normal((50, 3)), np.where(_rng.random(50) < 0.5, -1
 SOFTMAX = Dataset(_rng.standard_normal((60, 3)), _rng.integers(0, 4, 60), loss="softmax", l2=0.05)
 
 
-@pytest.mark.parametrize("optimizer, method", [
-    (EchoedGD(0.2), "gd"),
-    (EchoedNesterov(0.05), "nesterov"),
-    (EchoedNesterov(0.1, momentum=0.5), "nesterov"),
-    (EchoedProx(0.2, lam=0.5), "prox"),
-    (EchoedSGD(0.2, sub_batch=3), "gd"),
-    (EchoedSGD(0.2, sub_batch=5, replace=False), "gd"),
-    (EchoedHeavyBall(0.05, momentum=0.8), "heavy_ball"),
-    (EchoedAdam(0.05, betas=(0.8, 0.99), eps=1e-6), "adam"),
-])
-@pytest.mark.parametrize("problem", [LS, LOGI, SOFTMAX], ids=["least-squares", "dataset-logistic", "softmax"])
-def test_run_matches_naive_twin_on_the_same_batches(problem, optimizer, method, monkeypatch):
+def _table_of(loss):
+    """A small data set for `loss` with the labels its row names (residuals of real targets
+    spread past 1, as the Huber loss's δ)."""
+    assert LOSSES[loss].labels == "real targets", loss
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((50, 3))
+    y = X @ [1.0, -1.0, 0.5] + 1.5 * rng.standard_normal(50)
+    return Dataset(X, y, loss=loss, l2=0.05)
+
+
+TWIN_PROBLEMS = [LS, *({"logistic": LOGI, "softmax": SOFTMAX}.get(name) or _table_of(name) for name in LOSSES)]
+"""The least-squares stream and a data set of every loss of the table."""
+
+
+@pytest.mark.parametrize("optimizer", with_every_row([
+    EchoedGD(0.2),
+    EchoedNesterov(0.05),
+    EchoedNesterov(0.1, momentum=0.5),
+    EchoedProx(0.2, lam=0.5),
+    EchoedSGD(0.2, sub_batch=3),
+    EchoedSGD(0.2, sub_batch=5, replace=False),
+    EchoedHeavyBall(0.05, momentum=0.8),
+    EchoedAdam(0.05, betas=(0.8, 0.99), eps=1e-6),
+]), ids=repr)
+@pytest.mark.parametrize("problem", TWIN_PROBLEMS, ids=["least-squares", *(f"dataset-{name}" for name in LOSSES)])
+def test_run_matches_naive_twin_on_the_same_batches(problem, optimizer, monkeypatch):
     monkeypatch.setattr(experiment, "CHUNK_BYTES", 1)  # several kernel calls: state must carry over
     T, B, seed = 40, 8, 11
     K = np.random.default_rng(seed).integers(1, 4, size=T)
+    K = np.ones_like(K) if optimizer.method.one_step else K
     traj = run(problem, optimizer, batch_size=B, echo=K, seed=seed, log="all", first_loss=True)
     X, Y = problem.batches(seed, 0, T, B)
     rows = _sub_batch_rows(optimizer, seed, K, 0, T, B) if isinstance(optimizer, EchoedSGD) else None
-    last, avg, end, first = echoed_run(X, Y, K, np.full(T, optimizer.lr), method=method, loss=problem.loss,
-                                       l2=problem.l2, momentum=getattr(optimizer, "momentum", "nesterov"),
-                                       lam=getattr(optimizer, "lam", 0.0), rows=rows, w0=np.zeros(problem.dim),
-                                       betas=getattr(optimizer, "betas", None), eps=getattr(optimizer, "eps", None),
-                                       first_loss=True)
+    last, avg, end, first = echoed_run(X, Y, K, np.full(T, optimizer.lr), optimizer, loss=problem.loss,
+                                       l2=problem.l2, rows=rows, w0=np.zeros(problem.dim), first_loss=True)
     np.testing.assert_allclose(traj.first_loss, first, rtol=1e-12)
     assert traj.status == "ok"
     np.testing.assert_array_equal(traj.batches, np.arange(T + 1))
@@ -228,7 +248,7 @@ def test_example_echoing_schedule_matches_the_naive_twin_on_gathered_batches():
     X, Y = LS.batches(2, 0, T, B)
     batch, row = np.divmod(schedule.step_examples, B)
     last, avg, _ = echoed_run(X[batch, row], Y[batch, row], np.ones(schedule.n_steps, dtype=int),
-                              np.full(schedule.n_steps, 0.2))
+                              np.full(schedule.n_steps, 0.2), EchoedGD(0.2))
     np.testing.assert_allclose(traj.risk[1:], LS.excess_risk(last), rtol=1e-12)
     np.testing.assert_allclose(traj.risk_avg[1:], LS.excess_risk(avg), rtol=1e-12)
     np.testing.assert_array_equal(traj.batches[1:], schedule.step_batch + 1)
@@ -237,8 +257,8 @@ def test_example_echoing_schedule_matches_the_naive_twin_on_gathered_batches():
         run(LS, EchoedGD(0.2), batch_size=B + 1, echo=schedule)
 
 
-@pytest.mark.parametrize("optimizer, method", [(EchoedGD(0.2), "gd"), (EchoedNesterov(0.05), "nesterov")])
-def test_step_logging_gives_every_step_of_the_naive_twin(optimizer, method, monkeypatch):
+@pytest.mark.parametrize("optimizer", [EchoedGD(0.2), EchoedNesterov(0.05)], ids=repr)
+def test_step_logging_gives_every_step_of_the_naive_twin(optimizer, monkeypatch):
     monkeypatch.setattr(experiment, "CHUNK_BYTES", 1)  # step logs that straddle kernel calls
     T, B, seed = 30, 8, 5
     K = np.random.default_rng(seed).integers(1, 5, size=T)
@@ -247,7 +267,7 @@ def test_step_logging_gives_every_step_of_the_naive_twin(optimizer, method, monk
     X, Y = LS.batches(seed, 0, T, B)
     # these methods do not see batch boundaries: every step as its own batch is the same run
     last, avg, _ = echoed_run(np.repeat(X, K, axis=0), np.repeat(Y, K, axis=0), np.ones(N, dtype=int),
-                              np.full(N, optimizer.lr), method=method, loss="squared")
+                              np.full(N, optimizer.lr), optimizer, loss="squared")
     np.testing.assert_array_equal(traj.steps, np.arange(N + 1))
     began = np.concatenate([[0], np.repeat(np.arange(1, T + 1), K)])  # fresh batches begun by each step
     np.testing.assert_array_equal(traj.batches, began)
@@ -356,7 +376,7 @@ def test_compiled_kernels_have_the_types_real_runs_pass():
 
     from echosim.training.runner import kernel_key
 
-    opts = (EchoedGD(0.1), EchoedSGD(0.1, sub_batch=2), EchoedAdam(0.1), MinibatchSGD(0.1))
+    opts = (EchoedGD(0.1), EchoedSGD(0.1, sub_batch=2), EchoedAdam(0.1), EchoedAdamW(0.1), MinibatchSGD(0.1))
     problems = (LeastSquares(dim=3), Logistic(dim=3), LOGI, SOFTMAX)
     keys = sorted({kernel_key(o.name, p.loss, many) for o in opts for p in problems for many in (False, True)})
     dispatchers = [experiment._kernel(k) for k in keys] + [sampling.draw_block]
@@ -387,14 +407,15 @@ def test_compile_kernels_names_what_it_can_compile():
     with pytest.raises(ValueError, match="method must be one of"):
         experiment.compile_kernels(kernels=["echoed_lion:logistic:wide"])
     with pytest.raises(ValueError, match="loss must be one of"):
-        experiment.compile_kernels(kernels=["echoed_gd:huber:rows"])
+        experiment.compile_kernels(kernels=["echoed_gd:hinge:rows"])
 
 
 # --------------------------------------------------------------------------- block by block (issue 19's driver)
 
-ALL_METHODS = [EchoedGD(0.2), MinibatchSGD(0.2), EchoedSGD(0.2, sub_batch=3), EchoedSGD(0.2, sub_batch=5, replace=False),
-               EchoedNesterov(0.05), EchoedNesterov(0.1, momentum=0.5), EchoedProx(0.2, lam=0.5),
-               EchoedHeavyBall(0.05, momentum=0.8), EchoedAdam(0.05)]
+ALL_METHODS = with_every_row([EchoedGD(0.2), MinibatchSGD(0.2), EchoedSGD(0.2, sub_batch=3),
+                             EchoedSGD(0.2, sub_batch=5, replace=False), EchoedNesterov(0.05),
+                             EchoedNesterov(0.1, momentum=0.5), EchoedProx(0.2, lam=0.5),
+                             EchoedHeavyBall(0.05, momentum=0.8), EchoedAdam(0.05)])
 
 
 def _blocks(T, rng):
@@ -478,13 +499,13 @@ def test_block_run_bad_input_names_the_argument():
 
 
 def test_an_unknown_loss_is_an_error_at_the_facade_never_a_silent_logistic():
-    class Huber(LeastSquares):
-        loss = "huber"
+    class Hinge(LeastSquares):
+        loss = "hinge"
 
-    with pytest.raises(ValueError, match="loss must be one of 'squared', 'logistic', 'softmax'"):
-        run(Huber(dim=3), EchoedGD(0.1), batch_size=4, echo=1, n_batches=3)
+    with pytest.raises(ValueError, match=f"loss must be one of {', '.join(map(repr, LOSSES))}; got 'hinge'"):
+        run(Hinge(dim=3), EchoedGD(0.1), batch_size=4, echo=1, n_batches=3)
     with pytest.raises(ValueError, match="loss must be one of"):
-        Dataset(np.ones((4, 2)), np.ones(4), loss="huber")
+        Dataset(np.ones((4, 2)), np.ones(4), loss="hinge")
 
 
 def test_trajectory_to_frame_has_one_row_per_logged_point():
@@ -535,3 +556,13 @@ def test_a_run_says_once_on_stderr_when_it_compiles_and_never_when_it_does_not(c
     run(LS, EchoedGD(0.1), batch_size=8, echo=1, n_batches=5)  # compiled already in this process
     captured = capfd.readouterr()
     assert captured.err == "" and captured.out == ""
+
+
+def test_a_spec_whose_kernel_hyper_parameters_miss_its_row_is_refused_before_the_kernel_reads_them():
+    class Short(EchoedAdamW):
+        def kernel_hyper(self):
+            return super().kernel_hyper()[:3]
+
+    with pytest.raises(ValueError, match="kernel_hyper\\(\\) gives 3 values; its row reads 4 \\(beta1, beta2, eps, "
+                                         "weight_decay\\)"):
+        run(LS, Short(0.01), batch_size=4, echo=2, n_batches=3)
