@@ -16,16 +16,17 @@ def _split_top(text: str) -> list[str]:
     return split_args(text)
 
 
-def _pairs(items, name: str, value, echo: bool = False) -> dict:
+def _pairs(items, name: str, value, echo: bool = False, repeats: bool = True) -> dict:
     """``B=VALUE`` (or ``BxK=VALUE`` where `echo`) items, repeatable and comma-separated →
-    {B or (B, K): value or [values]}."""
+    {B or (B, K): value or [values]}; without `repeats`, a key given twice is an error."""
     out: dict = {}
     for item in items or ():
         for part in _split_top(item):
             key, eq, v = part.partition("=")
             m = _B_KEY.match(key)
-            if not eq or not m or int(m.group(1)) < 1 or (m.group(2) is not None and not echo):
-                form = "B=VALUE or BxK=VALUE (B and K integers >= 1)" if echo else "B=VALUE with B an integer >= 1"
+            form = "B=VALUE or BxK=VALUE (B and K integers >= 1)" if echo else "B=VALUE with B an integer >= 1"
+            if not eq or not m or (m.group(2) is not None and not echo) or \
+                    max(len(m.group(1)), len(m.group(2) or "")) > 30 or int(m.group(1)) < 1:
                 raise ValueError(f"--{name}: expected {form}, got {part!r}")
             B = int(m.group(1))
             if m.group(2) is not None:
@@ -35,6 +36,9 @@ def _pairs(items, name: str, value, echo: bool = False) -> dict:
                 k = B if K == 1 else (B, K)
             else:
                 k = B
+            if not repeats and k in out:
+                raise ValueError(f"--{name}: batch size {B} given twice ({out[k][0]!r} and {v.strip()!r}); "
+                                 "give one value per batch size")
             out.setdefault(k, []).append(value(v.strip()))
     return {k: (v[0] if len(v) == 1 else v) for k, v in out.items()}
 
@@ -66,22 +70,30 @@ def _steps_value(v: str) -> float:
 
 
 def _timing_arg(items, name: str):
-    """--step-time/--loader-profile given once as a time, or as B=TIME items."""
-    if len(items) == 1 and "=" not in items[0].split("(")[0]:
+    """--step-time given once as a time, or as B=TIME items (each batch size once)."""
+    plain = [i for i in items if "=" not in i.split("(")[0]]
+    if len(items) == 1 and plain:
         return items[0]
-    return _pairs(items, name, str)
+    if plain:
+        raise ValueError(f"--{name}: given {len(items)} times ({', '.join(map(repr, items))}); give one time, "
+                         "or one B=TIME per batch size (e.g. 64=15ms,512=40ms)")
+    return _pairs(items, name, str, repeats=False)
 
 
 def _method_options(items) -> dict | None:
     """--method-option KEY=VALUE (repeatable) as a dict: numbers, true/false, else text."""
     if not items:
         return None
-    out = {}
+    out, raw = {}, {}
     for item in items:
         key, sep, text = item.partition("=")
         if not sep or not key.strip() or not text.strip():
             raise ValueError(f"--method-option: expected KEY=VALUE (e.g. momentum=0.9), got {item!r}")
         text = text.strip()
+        if key.strip() in raw:
+            raise ValueError(f"--method-option: {key.strip()} given twice ({raw[key.strip()]!r} and {text!r}); "
+                             "give each hyper-parameter once")
+        raw[key.strip()] = text
         value: object = {"true": True, "false": False}.get(text.lower(), text)
         if isinstance(value, str):
             try:

@@ -434,10 +434,16 @@ def plan(loader=None, step_time=None, *, batch_size, problem=None, steps_to_targ
         the method's). Form (b) takes the steps measured with your own optimizer.
     """
     # ---- validate everything first: nothing runs, nothing is written on bad input
-    Bs = _int_list(batch_size, "batch_size")
+    from echosim.experiments.limits import MAX_WORKERS
+    from echosim.planner.response import MAX_ECHO, check_batch_size
+
+    Bs = [check_batch_size(B, "batch_size") for B in _int_list(batch_size, "batch_size")]
     Ws = _int_list(workers, "workers")
+    if Ws[-1] > MAX_WORKERS:
+        raise ValueError(f"workers: expected at most {MAX_WORKERS:,} loader workers (what the simulation takes), "
+                         f"got {Ws[-1]:,}")
     prefetch = _int_arg(prefetch, "prefetch", 1)
-    max_echo = _int_arg(max_echo, "max_echo", 1, 4096)
+    max_echo = _int_arg(max_echo, "max_echo", 1, MAX_ECHO)
     if policies is None:  # every planned policy that the form can evaluate
         policies = [p for p in PLANNED if p != "auto" or steps_to_target is None]
     if isinstance(policies, str):
@@ -450,8 +456,8 @@ def plan(loader=None, step_time=None, *, batch_size, problem=None, steps_to_targ
         policies.insert(0, "sync")  # the baseline every speedup is measured against
     if echoes is not None:
         echoes = [k for k in _int_list(echoes, "echo") if k > 1]
-        if max(echoes, default=1) > 4096:
-            raise ValueError(f"echo: expected K <= 4096, got {max(echoes)}")
+        if max(echoes, default=1) > MAX_ECHO:
+            raise ValueError(f"echo: expected K <= {MAX_ECHO}, got {max(echoes)}")
     seeds = _int_arg(seeds, "seeds", 1, 100)
     seed = _int_arg(seed, "seed", 0, 2 ** 63 - 1)
     if isinstance(target, bool) or not (isinstance(target, numbers.Real) and math.isfinite(target) and target > 0):
@@ -476,7 +482,9 @@ def plan(loader=None, step_time=None, *, batch_size, problem=None, steps_to_targ
         from echosim.planner.simulated import problem_config, validate_problem
 
         pconf = problem_config(problem)
-        validate_problem(pconf, optimizer)
+        problem_obj = validate_problem(pconf, optimizer)
+        for B in Bs:  # the problem's features set how large a batch its runs can hold
+            check_batch_size(B, "batch_size", problem_obj.n_features, 8)
 
     # ---- candidates
     cands = []

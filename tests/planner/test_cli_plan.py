@@ -34,6 +34,14 @@ def test_json_and_plot(capsys, tmp_path):
     (["--loader-profile", "64=80ms"], "loader"),
     (["--loader", "trace(NEG)"], "loader"),
     (["--loader", "80ms", "--echo", "two"], "--echo"),
+    (["--loader", "80ms", "--steps-to-target", "64=1100,1024=160,256x4=3"], "steps_to_target: at B = 256, K = 4"),
+    (["--loader", "80ms", "--steps-to-target", "64=1100,1024=160,256x100000000000000000000=300"], "at most 4096"),
+    (["--loader", "80ms", "--batch-size", "100000000000000000000000"], "batch_size"),
+    (["--loader", "80ms", "--step-time", "64=15ms", "--step-time", "64=20ms"],
+     "--step-time: batch size 64 given twice ('15ms' and '20ms')"),
+    (["--loader", "80ms", "--step-time", "10ms", "--step-time", "20ms"], "--step-time: given 2 times"),
+    (["--loader", "80ms", "--problem", "logistic", "--method", "echoed_heavy_ball", "--method-option", "momentum=0.9",
+      "--method-option", "momentum=0.5"], "--method-option: momentum given twice ('0.9' and '0.5')"),
 ])
 def test_bad_input_is_one_line_exit_2_and_nothing_written(args, word, capsys, tmp_path):
     neg = tmp_path / "neg.csv"
@@ -42,8 +50,8 @@ def test_bad_input_is_one_line_exit_2_and_nothing_written(args, word, capsys, tm
     if "--step-time" not in args:
         args += ["--step-time", "10ms"]
     fig = tmp_path / "out.png"
-    code = main(["plan", *args, "--batch-size", "256", *(STEPS if "--steps-to-target" not in args else []),
-                 "--plot", str(fig)])
+    code = main(["plan", *args, *(["--batch-size", "256"] if "--batch-size" not in args else []),
+                 *(STEPS if "--steps-to-target" not in args and "--problem" not in args else []), "--plot", str(fig)])
     err = capsys.readouterr()
     assert code == 2
     assert err.out == ""
