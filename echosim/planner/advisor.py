@@ -244,8 +244,13 @@ class Plan:
         ax.set_title("echosim plan: wall-clock to target")
         ax.legend(fontsize=8)
         fig.tight_layout()
-        if path is not None:
-            fig.savefig(path)
+        if path is not None:  # atomically: a failed write leaves the previous figure as it was
+            from pathlib import Path
+
+            from echosim._files import atomic_file
+
+            with atomic_file(path) as f:
+                fig.savefig(f, format=Path(path).suffix.lstrip(".").lower() or None)
         return fig
 
 
