@@ -162,6 +162,13 @@ def _cmd_plan(args) -> int:
         result.plot(args.plot)
         if not args.json:
             print(f"figure: {args.plot}")
+    if result.failed:  # told in the plan's notes too; the status says the plan rests on fewer runs
+        import sys
+
+        first = result.failed[0]
+        print(f"echosim plan: {len(result.failed)} simulated run(s) failed (first: {first['policy']} at B = "
+              f"{first['batch_size']}: {first['error']}); re-run the same command to retry them", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -103,6 +103,9 @@ class Plan:
     notes: list = field(default_factory=list)
     best: dict = field(default_factory=dict)
     reasons: dict = field(default_factory=dict)
+    failed: list = field(default_factory=list)
+    """Form (a): the simulated runs that failed (policy, echo, batch_size, lr, error), also
+    told in `notes`; they count as never reaching the target."""
 
     # ---- output
 
@@ -123,6 +126,7 @@ class Plan:
                                         for B, c in self.best.items()},
                 "candidates": [{k: clean(v) for k, v in c.items()} for c in self.candidates],
                 "source": self.source, "inputs": self.inputs, "notes": list(self.notes),
+                "failed_runs": [{k: clean(v) for k, v in f.items()} for f in self.failed],
                 "units": {"wall_clock_to_target": "s", "baseline_wall_clock": "s", "cost": "currency per run",
                           "utilization": "fraction", "speedup": "x over sync at the same B and workers"}}
 
@@ -479,6 +483,8 @@ def plan(loader=None, step_time=None, *, batch_size, problem=None, steps_to_targ
     optimizer = _method_arg(method, method_options, form_a=problem is not None)
     timing = _timing(loader, step_time, records, Bs, Ws)
     response = pconf = None
+    failed: list = []
+    fail_note = None
     if steps_to_target is not None:
         from echosim.planner.response import fit_response
 
@@ -529,6 +535,13 @@ def plan(loader=None, step_time=None, *, batch_size, problem=None, steps_to_targ
         show = sys.stderr.isatty() if progress is None else bool(progress)
         source, more = run_candidates(cands, pconf, ctx, target, processes, results, show)
         notes.extend(more)
+        from echosim.experiments.store import Store
+        from echosim.planner.simulated import failures_note
+
+        failed = list(ctx.get("failed_runs", {}).values())
+        fail_note = failures_note(ctx.get("failed_runs", {}), Store(results).root)
+        if fail_note:
+            notes.insert(0, fail_note)
     notes.insert(0, f"timing: {timing.describe}")
 
     # ---- speedups (over sync at the same B and workers), ceilings, costs
@@ -553,7 +566,7 @@ def plan(loader=None, step_time=None, *, batch_size, problem=None, steps_to_targ
     reachable = [c for c in cands if math.isfinite(c["wall_clock_to_target"])]
     if not reachable:
         raise ValueError(f"target: no candidate reaches the target (loss <= (1 + {target:g}) F*) within the budget; "
-                         "loosen --target or try larger batch sizes")
+                         "loosen --target or try larger batch sizes" + (f"; {fail_note}" if failed else ""))
     priced = acc_price is not None or wrk_price is not None
     best, reasons = {}, {}
     for B in Bs:
@@ -569,7 +582,7 @@ def plan(loader=None, step_time=None, *, batch_size, problem=None, steps_to_targ
               "target": float(target) if pconf else None,
               "accelerator_price": acc_price, "worker_price": wrk_price}
     return Plan(candidates=cands, recommended=rec, reason=reason, source=source, inputs=inputs, notes=notes,
-                best=best, reasons=reasons)
+                best=best, reasons=reasons, failed=failed)
 
 
 def _pipeline(c, ctx):
