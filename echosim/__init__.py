@@ -55,7 +55,7 @@ _EXPORTS = {
     "Records": "echosim.planner.records",
     "load_records": "echosim.planner.records",
 }
-_MODULES = {"datasets": "echosim.data.datasets"}  # public submodule shortcuts
+_MODULES = {"datasets": "echosim.datasets"}  # public submodules (echosim/datasets.py)
 
 __all__ = ["__version__", *_EXPORTS, *_MODULES]
 

@@ -13,7 +13,7 @@ LAYERS = ("theory", "echosim._files", "echosim.pipeline", "echosim.training", "e
 """Bottom up: a module may import its own layer and the layers below it."""
 PURE = ("theory", "echosim._files", "echosim.pipeline", "echosim.training")
 PURE_THIRD_PARTY = {"numpy", "numba", "scipy"}
-FACADES = {"echosim", "echosim._moved", "echosim.__main__", "echosim._version"}
+FACADES = {"echosim", "echosim._moved", "echosim.__main__", "echosim._version", "echosim.datasets"}
 LAZY_OPTIONAL = {"echosim.training.runner": {"pandas"}}
 """Optional libraries a pure module may import inside a function: `Trajectory.to_frame`
 returns a pandas DataFrame where pandas is installed (the `sweep` extra), for notebooks."""
