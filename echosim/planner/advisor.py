@@ -398,14 +398,15 @@ def plan(loader=None, step_time=None, *, batch_size, problem=None, steps_to_targ
         Time of one optimizer step (seconds), e.g. ``"10ms"``; at several batch sizes
         (``{64: "15ms", 512: "40ms"}``) a + b·B is fitted.
     batch_size : int or list of int
-        B; several values give the best per B and overall.
+        B; several values give the best per B and overall. Each at most what a run of a
+        sweep can hold (`echosim.experiments.limits.max_batch_size`).
     problem : str or dict, optional
         Form (a): ``"logistic"``, ``"least_squares"``, ``"dataset:NAME"`` or a
         ``[problem]`` table. T(K) is simulated with tuned learning rates.
     steps_to_target : mapping, optional
         Form (b): optimizer steps to the target, keys B (without echoing, at two or more
         B) or (B, K) (with echoing, e.g. from a pilot: ``{(1024, 4): 20}`` = 20 steps =
-        5 fresh batches).
+        5 fresh batches; at least K steps, 1 <= K <= 4096).
     records : Records or list of Records, optional
         Runs through `echosim.echoing` (any policies, e.g. a pilot from
         `echosim.pilot`): the loader and step times are taken from them, per policy, so
