@@ -20,7 +20,8 @@ at the time limit):
 * ``moved``: ``from <0.1 path> import <name>`` for every public name a 0.1 module had: it
   must resolve (else ``missing``) with a DeprecationWarning naming the path (else
   ``nowarn``).
-* ``write``: a file echosim writes, on a target that fails: a tmpfs filled up, or
+* ``write``: a file echosim writes (a sweep's tables, plan's ``--plot`` and ``--json FILE``),
+  on a target that fails: a tmpfs filled up, or
   remounted read-only (needs root and mount; else ``skipped``), or a symbolic link in
   place of the file. Clean: exit 2 and one line that names the file and says the
   previous one is left as it was (``field`` if it does not), the previous files
@@ -178,11 +179,15 @@ def cases() -> list[Case]:
                       argv="sweep {toml} --out {out} --store {tmp}/s --workers 1 --no-plot --quiet", setup=target))
         c.append(Case("write", f"plan --plot on a {target} target (previous figure there)", ("{out}",),
                       argv=f"{PLAN_B} --seeds 1 --plot {{out}}/k.png", setup=target))
+        c.append(Case("write", f"plan --json FILE on a {target} target (previous JSON there)", ("{out}",),
+                      argv=f"{PLAN_B} --seeds 1 --json {{out}}/k.json", setup=target))
     c.append(Case("write", "sweep --out with summary.parquet a link to another file", (),
                   argv="sweep {toml} --out {out} --store {tmp}/s --workers 1 --no-plot --quiet", setup="link",
                   expect="ok"))
     c.append(Case("write", "plan --plot onto a link to another file", (),
                   argv=f"{PLAN_B} --seeds 1 --plot {{out}}/k.png", setup="link", expect="ok"))
+    c.append(Case("write", "plan --json FILE onto a link to another file", (),
+                  argv=f"{PLAN_B} --seeds 1 --json {{out}}/k.json", setup="link", expect="ok"))
     return c
 
 
@@ -332,8 +337,9 @@ def _write_case(case: Case, tmp: str, toml: str):
         out.mkdir(parents=True)
         (root / "first").mkdir()
         argv = case.argv.replace("{toml}", toml).replace("{out}", str(out)).replace("{tmp}", tmp)
-        if argv.startswith("plan"):  # a small previous figure: an in-place write could not fit where it was
-            (root / "first" / "k.png").write_bytes(b"the previous figure")
+        name = "summary.parquet" if argv.startswith("sweep") else "k.json" if "--json" in argv else "k.png"
+        if argv.startswith("plan"):  # a small previous file: an in-place write could not fit where it was
+            (root / "first" / name).write_bytes(b"the previous file")
         else:
             first = shlex.split(argv.replace(str(out), str(root / "first")))
             rc, _, err, _, _ = _fork(lambda: _child_cli(first, ""), tmp, case.timeout)  # the previous tables
@@ -345,7 +351,6 @@ def _write_case(case: Case, tmp: str, toml: str):
         victim = root / "victim"
         if case.setup == "link":
             victim.write_bytes(b"precious")
-            name = "summary.parquet" if argv.startswith("sweep") else "k.png"
             (out / name).unlink(missing_ok=True)
             (out / name).symlink_to(victim)
         before = _snapshot(out)
@@ -364,8 +369,8 @@ def _write_case(case: Case, tmp: str, toml: str):
         after = _snapshot(out)
         litter = [p.name for p in out.iterdir() if p.name.endswith(".tmp")]
         if case.expect == "ok":
-            cls = "clean" if rc == 0 and victim.read_bytes() == b"precious" and not any(
-                (out / n).is_symlink() for n in ("summary.parquet", "k.png")) else ("followed" if rc == 0 else "status")
+            cls = "clean" if rc == 0 and victim.read_bytes() == b"precious" and not (out / name).is_symlink() \
+                else ("followed" if rc == 0 else "status")
             return cls, rc, stdout, err, secs
         lines = [line for line in err.splitlines() if line.strip()]
         if "Traceback" in err:

@@ -139,6 +139,12 @@ def _cmd_plan(args) -> int:
                          f"batch sizes (B=STEPS), got {n}")
     if args.problem is not None and steps is not None:
         raise ValueError("--problem: give either --problem or --steps-to-target, not both")
+    if args.json not in (None, "-"):
+        from pathlib import Path
+
+        if Path(args.json).is_dir() or not Path(args.json).resolve().parent.is_dir():
+            raise ValueError(f"--json: {args.json!r} is a directory or its directory does not exist; give a file "
+                             "name in an existing directory")
     if args.plot:
         from pathlib import Path
 
@@ -157,10 +163,15 @@ def _cmd_plan(args) -> int:
         worker_price=args.worker_price, seed=args.seed, processes=args.processes, results=args.store,
         progress=False if args.quiet else None, method=args.method or "echoed_gd",
         method_options=_method_options(args.method_option))
-    print(result.to_json() if args.json else result.table())
+    if args.json not in (None, "-"):  # a temp file, fsync, rename: a failed write keeps the previous file
+        from echosim._files import atomic_file
+
+        with atomic_file(args.json) as f:
+            f.write((result.to_json() + "\n").encode("utf-8"))
+    print(result.to_json() if args.json == "-" else result.table())
     if args.plot:
         result.plot(args.plot)
-        if not args.json:
+        if args.json != "-":
             print(f"figure: {args.plot}")
     if result.failed:  # told in the plan's notes too; the status says the plan rests on fewer runs
         import sys
@@ -227,7 +238,9 @@ def _add_plan_parser(sub) -> None:
     pn.add_argument("--processes", type=_positive_int, default=2, help="simulation processes (default 2)")
     pn.add_argument("--store", help="run store for form (a)'s runs, reused next time (default $ECHOSIM_STORE, "
                     "else echosim-results/store)")
-    pn.add_argument("--json", action="store_true", help="print JSON instead of the table")
+    pn.add_argument("--json", nargs="?", const="-", metavar="FILE",
+                    help="print JSON instead of the table; with FILE, write the JSON there (atomically) and print "
+                    "the table")
     pn.add_argument("--quiet", action="store_true", help="no progress on stderr")
     pn.add_argument("--plot", metavar="FILE", help="draw wall-clock to target against K (.png, .pdf, .svg)")
     pn.set_defaults(func=_cmd_plan)

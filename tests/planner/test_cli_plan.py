@@ -26,6 +26,19 @@ def test_json_and_plot(capsys, tmp_path):
     assert fig.stat().st_size > 0
 
 
+def test_json_to_a_file_is_written_atomically_and_the_table_printed(capsys, tmp_path):
+    out = tmp_path / "plan.json"
+    victim = tmp_path / "victim"
+    victim.write_text("precious")
+    out.symlink_to(victim)  # replaced by the plan, never written through
+    assert main(["plan", "--loader", "80ms", "--step-time", "10ms", "--batch-size", "256", *STEPS, "--seeds", "1",
+                 "--json", str(out)]) == 0
+    assert "recommended" in capsys.readouterr().out
+    assert json.loads(out.read_text())["recommended"]["policy"] in ("sync", "fixed", "greedy")
+    assert victim.read_text() == "precious" and not out.is_symlink()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["plan.json", "victim"]  # no temp file left
+
+
 @pytest.mark.parametrize("args, word", [
     (["--loader", "gamma(mean=80qs, cv=0.5)"], "loader"),
     (["--loader", "80ms", "--step-time", "ten"], "step_time"),
@@ -34,6 +47,7 @@ def test_json_and_plot(capsys, tmp_path):
     (["--loader-profile", "64=80ms"], "loader"),
     (["--loader", "trace(NEG)"], "loader"),
     (["--loader", "80ms", "--echo", "two"], "--echo"),
+    (["--loader", "80ms", "--json", "/nonexistent/dir/plan.json"], "--json"),
     (["--loader", "80ms", "--steps-to-target", "64=1100,1024=160,256x4=3"], "steps_to_target: at B = 256, K = 4"),
     (["--loader", "80ms", "--steps-to-target", "64=1100,1024=160,256x100000000000000000000=300"], "at most 4096"),
     (["--loader", "80ms", "--batch-size", "100000000000000000000000"], "batch_size"),
