@@ -26,6 +26,7 @@ and JSON only.
 from __future__ import annotations
 
 import json
+import math
 import os
 import platform
 import re
@@ -107,8 +108,8 @@ def _pyarrow(sub: str | None = None):
     return require("pyarrow" + (f".{sub}" if sub else ""), "the run store")
 
 
-def _nan_equal(a, b) -> bool:
-    return bool(a == b or (a != a and b != b))
+def _nan_equal(a: float, b: float) -> bool:
+    return a == b or (math.isnan(a) and math.isnan(b))
 
 
 def _check_rows(table, summaries: dict) -> None:
