@@ -89,9 +89,9 @@ def max_batch_size(n_features: int = 1, itemsize: int = 4) -> int:
     """The largest batch size B a run of a sweep can hold on this machine: one fresh batch
     of a run (`run_footprint` with T = K = 1) must fit in memory and in `MAX_RUN_WORK`.
 
-    With the defaults (one feature, float32) it is the largest B that any sweep takes;
-    `check_run_size` refuses a larger one for every problem. The planner checks its batch
-    sizes against it before any work.
+    With the defaults (one feature, float32) it is the largest B that any sweep takes (a
+    run of one fresh batch that logs one point); `check_run_size` refuses a larger one
+    for every problem. The planner checks its batch sizes against it before any work.
 
     >>> max_batch_size() > max_batch_size(n_features=100, itemsize=8) > 10_000
     True
