@@ -72,3 +72,26 @@ def test_bad_input_is_one_line_exit_2_and_nothing_written(args, word, capsys, tm
     lines = err.err.strip().splitlines()
     assert len(lines) == 1 and word in lines[0]
     assert not fig.exists()
+
+
+@pytest.mark.parametrize("code, word", [(28, "No space left on device; the previous plan.json is left as it was; "
+                                              "free some space and re-run the same command"),
+                                        (30, "Read-only file system; the previous plan.json is left as it was "
+                                             "(choose a writable place)")])
+def test_a_failed_json_or_plot_write_keeps_the_previous_file_and_says_so(code, word, capsys, tmp_path, monkeypatch):
+    import os
+
+    from echosim import _files
+
+    out = tmp_path / "plan.json"
+    out.write_text("the previous plan")
+
+    def fail(fd):
+        raise OSError(code, os.strerror(code))
+
+    monkeypatch.setattr(_files.os, "fsync", fail)
+    assert main(["plan", "--loader", "80ms", "--step-time", "10ms", "--batch-size", "256", *STEPS, "--seeds", "1",
+                 "--json", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err == f"echosim plan: error: {str(out)!r}: {word}\n"
+    assert out.read_text() == "the previous plan" and sorted(p.name for p in tmp_path.iterdir()) == ["plan.json"]
