@@ -56,7 +56,7 @@ _EXPORTS = {
     "Records": "echosim.loop.records",
     "load_records": "echosim.loop.records",
 }
-_MODULES = {"datasets": "echosim.data.datasets"}  # public submodule shortcuts
+_MODULES = {"datasets": "echosim.datasets"}  # public submodules (echosim/datasets.py)
 
 __all__ = ["__version__", *_EXPORTS, *_MODULES]
 

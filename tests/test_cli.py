@@ -527,6 +527,10 @@ def test_in_the_base_install_every_command_works_or_names_its_extra(base_install
                  [*plan, "--problem", "logistic", "--seeds", "1", "--store", str(store)]):
         one_line_error(capsys, call(argv), "pip install 'echosim[sweep]'")
     assert not store.exists()  # refused before any run
+    # figures: the extra is named first, in the one line, before any figure is tried or skipped
+    assert call(["figures", "--quick", "--out", str(tmp_path / "f"), "--store", str(store)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "skipped" not in err and "pip install 'echosim[sweep]'" in err
 
 
 def test_version(capsys):

@@ -187,24 +187,25 @@ def _scheduler(text: str) -> str:
         raise argparse.ArgumentTypeError(str(exc).removeprefix("scheduler: ")) from None
 
 
-def _os_error(exc: OSError) -> str:
+def _os_error(exc: OSError, command: str | None = None) -> str:
     """One line naming the path (when the error has one) and the cause (and, for a full
-    disk, that the store resumes)."""
+    disk, that the store resumes; for a command without --out, no --out in the hint)."""
     import errno
 
     paths = [p for p in (exc.filename, exc.filename2) if p is not None]
     cause = exc.strerror or " ".join(str(exc).split()) or type(exc).__name__
     if not paths:
         return cause
+    where = "" if command in ("plan", "run", "bounds", "info") else " with --out"
+    full = ("; finished runs are saved and the store is resumable: free some space and re-run the same command"
+            if command not in ("plan", "run", "bounds", "info") else "; free some space and re-run the same command")
     hint = {
         errno.EEXIST: " (a file is in the way of a directory)",
         errno.ENOTDIR: " (a parent of the path is a file, not a directory)",
-        errno.EROFS: " (choose a writable place with --out)",
-        errno.EACCES: " (no permission: choose another place with --out)",
-        errno.ENOSPC: ("; finished runs are saved and the store is resumable: free some space and "
-                       "re-run the same command"),
-        errno.EDQUOT: ("; finished runs are saved and the store is resumable: free some space and "
-                       "re-run the same command"),
+        errno.EROFS: f" (choose a writable place{where})",
+        errno.EACCES: f" (no permission: choose another place{where})",
+        errno.ENOSPC: full,
+        errno.EDQUOT: full,
     }.get(exc.errno, "")
     return " -> ".join(repr(str(p)) for p in paths) + f": {cause}{hint}"
 
@@ -312,7 +313,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         return _interrupted(command)
     except OSError as exc:
-        print(f"echosim {command}: error: {_os_error(exc)}", file=sys.stderr)
+        print(f"echosim {command}: error: {_os_error(exc, command)}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except ValueError as exc:  # ConfigError included: bad input, not a bug
         msg = " ".join(str(exc).split())

@@ -16,16 +16,17 @@ def _split_top(text: str) -> list[str]:
     return split_args(text)
 
 
-def _pairs(items, name: str, value, echo: bool = False) -> dict:
+def _pairs(items, name: str, value, echo: bool = False, repeats: bool = True) -> dict:
     """``B=VALUE`` (or ``BxK=VALUE`` where `echo`) items, repeatable and comma-separated →
-    {B or (B, K): value or [values]}."""
+    {B or (B, K): value or [values]}; without `repeats`, a key given twice is an error."""
     out: dict = {}
     for item in items or ():
         for part in _split_top(item):
             key, eq, v = part.partition("=")
             m = _B_KEY.match(key)
-            if not eq or not m or int(m.group(1)) < 1 or (m.group(2) is not None and not echo):
-                form = "B=VALUE or BxK=VALUE (B and K integers >= 1)" if echo else "B=VALUE with B an integer >= 1"
+            form = "B=VALUE or BxK=VALUE (B and K integers >= 1)" if echo else "B=VALUE with B an integer >= 1"
+            if not eq or not m or (m.group(2) is not None and not echo) or \
+                    max(len(m.group(1)), len(m.group(2) or "")) > 30 or int(m.group(1)) < 1:
                 raise ValueError(f"--{name}: expected {form}, got {part!r}")
             B = int(m.group(1))
             if m.group(2) is not None:
@@ -35,6 +36,9 @@ def _pairs(items, name: str, value, echo: bool = False) -> dict:
                 k = B if K == 1 else (B, K)
             else:
                 k = B
+            if not repeats and k in out:
+                raise ValueError(f"--{name}: batch size {B} given twice ({out[k][0]!r} and {v.strip()!r}); "
+                                 "give one value per batch size")
             out.setdefault(k, []).append(value(v.strip()))
     return {k: (v[0] if len(v) == 1 else v) for k, v in out.items()}
 
@@ -66,22 +70,30 @@ def _steps_value(v: str) -> float:
 
 
 def _timing_arg(items, name: str):
-    """--step-time/--loader-profile given once as a time, or as B=TIME items."""
-    if len(items) == 1 and "=" not in items[0].split("(")[0]:
+    """--step-time given once as a time, or as B=TIME items (each batch size once)."""
+    plain = [i for i in items if "=" not in i.split("(")[0]]
+    if len(items) == 1 and plain:
         return items[0]
-    return _pairs(items, name, str)
+    if plain:
+        raise ValueError(f"--{name}: given {len(items)} times ({', '.join(map(repr, items))}); give one time, "
+                         "or one B=TIME per batch size (e.g. 64=15ms,512=40ms)")
+    return _pairs(items, name, str, repeats=False)
 
 
 def _method_options(items) -> dict | None:
     """--method-option KEY=VALUE (repeatable) as a dict: numbers, true/false, else text."""
     if not items:
         return None
-    out = {}
+    out, raw = {}, {}
     for item in items:
         key, sep, text = item.partition("=")
         if not sep or not key.strip() or not text.strip():
             raise ValueError(f"--method-option: expected KEY=VALUE (e.g. momentum=0.9), got {item!r}")
         text = text.strip()
+        if key.strip() in raw:
+            raise ValueError(f"--method-option: {key.strip()} given twice ({raw[key.strip()]!r} and {text!r}); "
+                             "give each hyper-parameter once")
+        raw[key.strip()] = text
         value: object = {"true": True, "false": False}.get(text.lower(), text)
         if isinstance(value, str):
             try:
@@ -127,6 +139,12 @@ def _cmd_plan(args) -> int:
                          f"batch sizes (B=STEPS), got {n}")
     if args.problem is not None and steps is not None:
         raise ValueError("--problem: give either --problem or --steps-to-target, not both")
+    if args.json not in (None, "-"):
+        from pathlib import Path
+
+        if Path(args.json).is_dir() or not Path(args.json).resolve().parent.is_dir():
+            raise ValueError(f"--json: {args.json!r} is a directory or its directory does not exist; give a file "
+                             "name in an existing directory")
     if args.plot:
         from pathlib import Path
 
@@ -145,11 +163,23 @@ def _cmd_plan(args) -> int:
         worker_price=args.worker_price, seed=args.seed, processes=args.processes, results=args.store,
         progress=False if args.quiet else None, method=args.method or "echoed_gd",
         method_options=_method_options(args.method_option))
-    print(result.to_json() if args.json else result.table())
+    if args.json not in (None, "-"):  # a temp file, fsync, rename: a failed write keeps the previous file
+        from echosim._files import atomic_file
+
+        with atomic_file(args.json) as f:
+            f.write((result.to_json() + "\n").encode("utf-8"))
+    print(result.to_json() if args.json == "-" else result.table())
     if args.plot:
         result.plot(args.plot)
-        if not args.json:
+        if args.json != "-":
             print(f"figure: {args.plot}")
+    if result.failed:  # told in the plan's notes too; the status says the plan rests on fewer runs
+        import sys
+
+        first = result.failed[0]
+        print(f"echosim plan: {len(result.failed)} simulated run(s) failed (first: {first['policy']} at B = "
+              f"{first['batch_size']}: {first['error']}); re-run the same command to retry them", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -208,7 +238,9 @@ def _add_plan_parser(sub) -> None:
     pn.add_argument("--processes", type=_positive_int, default=2, help="simulation processes (default 2)")
     pn.add_argument("--store", help="run store for form (a)'s runs, reused next time (default $ECHOSIM_STORE, "
                     "else echosim-results/store)")
-    pn.add_argument("--json", action="store_true", help="print JSON instead of the table")
+    pn.add_argument("--json", nargs="?", const="-", metavar="FILE",
+                    help="print JSON instead of the table; with FILE, write the JSON there (atomically) and print "
+                    "the table")
     pn.add_argument("--quiet", action="store_true", help="no progress on stderr")
     pn.add_argument("--plot", metavar="FILE", help="draw wall-clock to target against K (.png, .pdf, .svg)")
     pn.set_defaults(func=_cmd_plan)

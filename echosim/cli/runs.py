@@ -277,6 +277,15 @@ def _cmd_figures(args) -> int:
     only = [n.strip() for n in args.only.split(",") if n.strip()] if args.only is not None else None
     if only is not None and not only:
         raise ValueError(f"--only: expected comma-separated figure names, got {args.only!r}")
+    from echosim.experiments.extras import require
+    from echosim.plots.figures import FIGURES
+
+    bad = [n for n in only or () if n not in FIGURES]
+    if bad:
+        raise ValueError(f"--only: unknown figure {bad[0]!r}; allowed: {', '.join(FIGURES)}")
+    # every figure is a sweep: say which extra that needs before any figure is tried or skipped
+    require("pyarrow.parquet", "figures (each one is a sweep, kept in the run store)")
+    require("pandas", "figures (each one is a sweep, with its tables)")
     written, failed = make_figures(out_dir=args.out, quick=args.quick, only=only, workers=args.workers,
                                    store_dir=args.store, docs=args.docs, progress=not args.quiet)
     for path in written.values():

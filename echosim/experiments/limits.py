@@ -31,7 +31,7 @@ from echosim.pipeline.model import CAPPED_POLICIES
 from echosim.pipeline.sizes import format_bytes, memory_limit
 
 __all__ = ["MAX_RUNS", "MAX_GRID_VALUES", "MAX_RUN_WORK", "MAX_CONFIG_BYTES", "MAX_WORKERS", "check_run_count",
-           "check_run_size", "run_footprint", "check_useful"]
+           "check_run_size", "run_footprint", "max_batch_size", "check_useful"]
 
 MAX_RUNS = 100_000
 """Runs per sweep (expanding a config costs about 0.1 ms per run)."""
@@ -83,6 +83,31 @@ def run_footprint(T: float, K: float, B: int, b_step: int, d: int, n_features: i
     steps = T * K
     work = steps * (b_step * d + _STEP_OVERHEAD) + T * _STEP_OVERHEAD
     return {"memory": memory, "work": work, "steps": steps}
+
+
+def max_batch_size(n_features: int = 1, itemsize: int = 4) -> int:
+    """The largest batch size B a run of a sweep can hold on this machine: one fresh batch
+    of a run (`run_footprint` with T = K = 1) must fit in memory and in `MAX_RUN_WORK`.
+
+    With the defaults (one feature, float32) it is the largest B that any sweep takes (a
+    run of one fresh batch that logs one point); `check_run_size` refuses a larger one
+    for every problem. The planner checks its batch sizes against it before any work.
+
+    >>> max_batch_size() > max_batch_size(n_features=100, itemsize=8) > 10_000
+    True
+    """
+
+    def fits(B: int) -> bool:
+        f = run_footprint(1.0, 1.0, B, B, n_features, n_features, itemsize, 2.0, 8.0, 1)
+        return sum(f["memory"].values()) <= memory_limit() and f["work"] <= MAX_RUN_WORK
+
+    lo, hi = 1, 2
+    while fits(hi):
+        lo, hi = hi, hi * 2
+    while hi - lo > 1:  # fits(lo), not fits(hi)
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+    return lo
 
 
 def check_run_size(base: dict, lab) -> None:

@@ -16,24 +16,26 @@ A sweep's own directory (``--out``) holds its ``manifest.json`` (the config, its
 ids, the store it used, versions), written here, and its merged tables
 (`echosim.experiments.tables`).
 
-Writes are atomic (a locked temp file, then ``os.replace``): a process killed
-half-way leaves no partial pack, and the next sweep removes its temp file. No pickles
-anywhere: Parquet and JSON only.
+Writes are atomic (`echosim._files.atomic_file`: a locked temp file, fsync, then
+``os.replace``): a process killed half-way leaves no partial pack, and the next sweep
+removes its temp file. Every Parquet file written here (packs and a sweep's tables)
+carries a checksum per page, verified when it is read. No pickles anywhere: Parquet
+and JSON only.
 """
 
 from __future__ import annotations
 
-import errno
 import json
+import math
 import os
 import platform
 import re
-import secrets
-from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
+
+from echosim._files import atomic_file, open_dir, temp_pid, writer_gone
 
 __all__ = [
     "CURVE_COLUMNS",
@@ -44,6 +46,7 @@ __all__ = [
     "clean_temp",
     "valid_run_id",
     "write_table",
+    "read_table",
     "write_manifest",
     "read_manifest",
 ]
@@ -93,101 +96,9 @@ def _jsonify(d: dict) -> str:
     return json.dumps({k: conv(v) for k, v in d.items()})
 
 
-def _temp_name(name: str) -> str:
-    """A fresh temp name next to `name`: the writer's pid (for `clean_temp`) and a random token."""
-    return f".{name}.{os.getpid()}.{secrets.token_hex(8)}.tmp"
-
-
-def _temp_pid(name: str) -> int | None:
-    """The writer's pid in a temp file name (this version's or the older ``.<name>.<pid>.tmp``)."""
-    parts = name.split(".")
-    if len(parts) >= 4 and parts[-1] == "tmp":
-        for candidate in (parts[-3], parts[-2]):
-            if candidate.isdigit():
-                return int(candidate)
-    return None
-
-
-_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
-_DIR_FD = os.open in os.supports_dir_fd and os.replace in os.supports_dir_fd
-
-
-def _open_dir(d: Path, follow: bool) -> int | None:
-    """Create directory `d` and open it; with `follow` False it must not be a symbolic link.
-
-    Files are then created and renamed relative to this descriptor, so a link planted
-    in the store (in place of ``packs/``, or a temp file) cannot redirect a write.
-    Returns None where the platform has no directory descriptors.
-    """
-    d.mkdir(parents=True, exist_ok=True)
-    if not _DIR_FD:  # pragma: no cover - not POSIX
-        if not follow and d.is_symlink():
-            raise StoreError(f"{str(d)!r} is a symbolic link; the store never writes through one (remove it)")
-        return None
-    flags = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | (0 if follow else _NOFOLLOW)
-    try:
-        return os.open(d, flags)
-    except OSError as exc:
-        if exc.errno == errno.ELOOP or (not follow and d.is_symlink()):
-            raise StoreError(f"{str(d)!r} is a symbolic link; the store never writes through one "
-                             "(remove it, or point --store at the directory itself)") from None
-        raise OSError(exc.errno, exc.strerror, str(d)) from None
-
-
-@contextmanager
 def _atomic_file(path: Path, follow: bool = True):
-    """A binary file that becomes `path` only when the block ends without error.
-
-    The temp file has a random name and is created exclusively (``O_EXCL``, never
-    through a link); ``os.replace`` then puts it in place of whatever `path` was (a
-    link there is replaced, never written through). With `follow` False the directory
-    itself must not be a link either (the store's own ``packs/`` and ``failed/``).
-    The writer holds an advisory lock on its temp file while writing, so `clean_temp`
-    can tell a temp file whose writer is gone (killed, even a zombie) from one that a
-    live writer still owns. On error the temp file is removed, and an `OSError`
-    without a file name gets `path` (a full disk while writing names the file).
-    """
-    path = Path(path)
-    dfd = _open_dir(path.parent, follow)
-    tmp = _temp_name(path.name)
-    where = (lambda name: name) if dfd is not None else (lambda name: str(path.with_name(name)))  # noqa: E731
-    kw = {"dir_fd": dfd} if dfd is not None else {}
-    try:
-        try:
-            fd = os.open(where(tmp), os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o644, **kw)
-        except OSError as exc:
-            raise OSError(exc.errno, exc.strerror, str(path.with_name(tmp))) from None
-        try:
-            with os.fdopen(fd, "wb") as f:
-                _lock(f, blocking=True)
-                yield f
-                f.flush()
-                rkw = {"src_dir_fd": dfd, "dst_dir_fd": dfd} if dfd is not None else {}
-                os.replace(where(tmp), where(path.name), **rkw)
-        except BaseException as exc:
-            try:
-                os.unlink(where(tmp), **kw)
-            except FileNotFoundError:
-                pass
-            if isinstance(exc, OSError) and exc.filename is None:
-                raise OSError(exc.errno, exc.strerror or str(exc), str(path)) from exc
-            raise
-    finally:
-        if dfd is not None:
-            os.close(dfd)
-
-
-def _lock(f, blocking: bool) -> bool:
-    """Take an exclusive advisory lock on an open file; False if another process holds it."""
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - not POSIX: liveness falls back to the pid
-        return True
-    try:
-        fcntl.flock(f.fileno(), fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
-    except BlockingIOError:
-        return False
-    return True
+    """`echosim._files.atomic_file`, refusing a linked store directory with a `StoreError`."""
+    return atomic_file(path, follow=follow, error=StoreError)
 
 
 def _pyarrow(sub: str | None = None):
@@ -195,6 +106,47 @@ def _pyarrow(sub: str | None = None):
     from echosim.experiments.extras import require
 
     return require("pyarrow" + (f".{sub}" if sub else ""), "the run store")
+
+
+def _nan_equal(a: float, b: float) -> bool:
+    return a == b or (math.isnan(a) and math.isnan(b))
+
+
+def _check_rows(table, summaries: dict) -> None:
+    """Raise unless the rows of a pack agree with the summaries in its footer: the runs
+    are the same, each run's batches, steps and wall-clock never go down, samples = B x
+    batches, and its last row is the summary's final point.
+
+    Page checksums catch any damaged page of a pack written since they were added; a
+    pack written before has none, and this is what it is verified against.
+    """
+    col = table.column("run_id").combine_chunks()
+    if not hasattr(col, "indices"):
+        col = col.dictionary_encode()
+    codes = col.indices.to_numpy(zero_copy_only=False)
+    names = col.dictionary.to_pylist()
+    if codes.size and (codes.min() < 0 or codes.max() >= len(names)):
+        raise ValueError("run_id out of range")
+    present = np.unique(codes)
+    if {names[i] for i in present} != {rid for rid, row in summaries.items() if row.get("final_batches", 1)}:
+        raise ValueError("the rows' runs are not the footer's")
+    cols = {c: table.column(c).to_numpy() for c in CURVE_COLUMNS}
+    order = np.argsort(codes, kind="stable")
+    bounds = np.flatnonzero(np.diff(codes[order])) + 1
+    for rows in np.split(order, bounds) if codes.size else ():
+        row = summaries[names[codes[rows[0]]]]
+        b, k, t = cols["batches"][rows], cols["steps"][rows], cols["time"][rows]
+        if np.any(np.diff(b) < 0) or np.any(np.diff(k) < 0) or not (np.all(np.isnan(t)) or np.all(np.diff(t) >= 0)):
+            raise ValueError("batches, steps or time go down")
+        B = row.get("optimizer.batch_size")
+        if isinstance(B, int) and not np.array_equal(cols["samples"][rows], b * B):
+            raise ValueError("samples are not B x batches")
+        last = rows[-1]
+        finals = {"batches": "final_batches", "risk": "final_risk", "risk_avg": "final_risk_avg",
+                  "risk_end_avg": "final_risk_end_avg", "time": "final_time"}
+        for c, key in finals.items():
+            if key in row and row[key] is not None and not _nan_equal(float(cols[c][last]), float(row[key])):
+                raise ValueError(f"the last {c} is not the summary's {key}")
 
 
 class StoreError(ValueError):
@@ -251,7 +203,7 @@ class Store:
         A pack another process moved aside first (two sweeps sharing the store) is
         simply gone: its runs are dropped the same way.
         """
-        dfd = _open_dir(self.root / QUARANTINE, follow=False)
+        dfd = open_dir(self.root / QUARANTINE, follow=False, error=StoreError)
         kw = {"src_dir_fd": None, "dst_dir_fd": dfd} if dfd is not None else {}
         target = self.root / QUARANTINE / path.name
         try:
@@ -305,6 +257,7 @@ class Store:
             missing = [c for c in ("run_id", *CURVE_COLUMNS) if c not in table.column_names]
             if missing:
                 raise ValueError(f"no column {missing[0]!r}")
+            _check_rows(table, json.loads((table.schema.metadata or {})[_META_KEY]))
         except Exception:  # noqa: BLE001 - any unreadable part (or a pack gone) sets the whole pack aside
             self._quarantine(path)
             return None
@@ -401,41 +354,12 @@ def clean_temp(root) -> int:
         if not d.is_dir() or d.is_symlink():
             continue
         for p in d.glob(".*.tmp"):
-            pid = _temp_pid(p.name)
-            if pid is None or pid == os.getpid() or not _writer_gone(p, pid):
+            pid = temp_pid(p.name)
+            if pid is None or pid == os.getpid() or not writer_gone(p, pid):
                 continue
             p.unlink(missing_ok=True)
             n += 1
     return n
-
-
-def _writer_gone(path: Path, pid: int) -> bool:
-    try:  # never through a link, never blocking (a planted FIFO)
-        fd = os.open(path, os.O_RDONLY | _NOFOLLOW | getattr(os, "O_NONBLOCK", 0))
-    except FileNotFoundError:  # its writer just renamed it into place
-        return False
-    except OSError:  # a link or something else that is not our temp file: leave it
-        return False
-    with os.fdopen(fd, "rb") as f:
-        if not _lock(f, blocking=False):
-            return False
-    return not _alive(pid)
-
-
-def _alive(pid: int) -> bool:
-    """Whether `pid` is a running process (a zombie is not)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # pragma: no cover - someone else's process
-        return True
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
-            state = f.read().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):  # no /proc (macOS): a zombie cannot be told apart, keep its file
-        return True
-    return state not in ("Z", "X")
 
 
 def valid_run_id(value) -> bool:
@@ -444,11 +368,26 @@ def valid_run_id(value) -> bool:
 
 
 def write_table(table, path) -> None:
-    """Write a pyarrow Table as one Parquet file at `path`, atomically."""
-    import pyarrow.parquet as pq
+    """Write a pyarrow Table as one Parquet file at `path`, atomically, every page with
+    its checksum (as the packs); `read_table` verifies them."""
+    pq = _pyarrow("parquet")
 
     with _atomic_file(Path(path)) as f:
-        pq.write_table(table, f, compression="zstd")
+        pq.write_table(table, f, compression="zstd", write_page_checksum=True)
+
+
+def read_table(path):
+    """A Parquet file written by `write_table` (or a pack), every page's checksum verified;
+    a `ValueError` naming the file if any part of it cannot be read."""
+    pq = _pyarrow("parquet")
+    try:
+        return pq.read_table(path, page_checksum_verification=True)
+    except OSError as exc:
+        if isinstance(exc, FileNotFoundError):
+            raise
+        raise ValueError(f"{str(path)!r} is damaged ({' '.join(str(exc).split())[:200]})") from None
+    except Exception as exc:  # noqa: BLE001 - pyarrow's errors for garbage: ArrowInvalid, ...
+        raise ValueError(f"{str(path)!r} is damaged ({' '.join(str(exc).split())[:200]})") from None
 
 
 def write_manifest(out, data: dict) -> None:

@@ -18,7 +18,7 @@ from typing import NamedTuple
 import numpy as np
 
 from echosim.experiments.analysis import analysis_settings, run_convergence, tune
-from echosim.experiments.store import CURVE_COLUMNS, Store, valid_run_id, write_table
+from echosim.experiments.store import CURVE_COLUMNS, Store, read_table, valid_run_id, write_table
 
 __all__ = ["Results", "merge", "load"]
 
@@ -142,13 +142,12 @@ def _to_pandas(table):
 def load(path, curves: bool = True) -> Results:
     """Read a sweep's results directory: (summary, curves, tuned) DataFrames and the manifest.
 
-    If the merged tables are missing or stale (a sweep still running, or killed), the
-    runs are merged on the fly from the store named in the manifest, with its
-    analysis settings. String parameter columns of the curves table come back as
+    If the merged tables are missing, stale (a sweep still running, or killed) or
+    damaged (every page carries a checksum, verified here), the runs are merged on the
+    fly from the store named in the manifest, with its analysis settings. String parameter columns of the curves table come back as
     pandas Categoricals (they repeat along each curve).
     """
     import pandas as pd
-    import pyarrow.parquet as pq
 
     d = Path(path)
     if not d.is_dir():
@@ -160,15 +159,26 @@ def load(path, curves: bool = True) -> Results:
             manifest = json.loads(mpath.read_text(encoding="utf-8"))
         except ValueError:
             raise ValueError(f"{mpath}: not valid JSON") from None
+    damaged = None
     if (d / "summary.parquet").exists() and manifest.get("complete", True):
-        summary = pd.read_parquet(d / "summary.parquet")
-        tuned = pd.read_parquet(d / "tuned.parquet") if (d / "tuned.parquet").exists() else pd.DataFrame()
-        curves_df = None
-        if curves:
-            curves_df = pq.read_table(d / "curves.parquet").to_pandas() if (d / "curves.parquet").exists() \
+        try:  # every page's checksum verified; a damaged table is merged again from the store below
+            summary = read_table(d / "summary.parquet").to_pandas()
+            tuned = read_table(d / "tuned.parquet").to_pandas() if (d / "tuned.parquet").exists() \
                 else pd.DataFrame()
-        return Results(summary, curves_df, tuned, manifest)
+            curves_df = None
+            if curves:
+                curves_df = read_table(d / "curves.parquet").to_pandas() if (d / "curves.parquet").exists() \
+                    else pd.DataFrame()
+            return Results(summary, curves_df, tuned, manifest)
+        except ValueError as exc:
+            damaged = str(exc)
     run_ids = manifest.get("run_ids")
+    if damaged:
+        if run_ids is None:
+            raise ValueError(f"{damaged}, and {str(path)!r} has no manifest to merge its runs again from the store")
+        import warnings
+
+        warnings.warn(f"{damaged}; its runs are merged again from the store", stacklevel=2)
     if not manifest or run_ids is None:
         raise ValueError(f"{str(path)!r} holds no echosim results (no summary.parquet, no manifest.json)")
     bad = [r for r in run_ids if not valid_run_id(r)]

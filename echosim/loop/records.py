@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import numbers
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -268,20 +267,17 @@ class Records:
         """Write the records to ``path`` (``.npz``); `load_records` reads them back. The file is
         written whole or not at all (a temp file beside it, then renamed over it): a save that
         fails, or is killed, leaves the previous file as it was."""
-        from echosim.experiments.store import _atomic_file
+        from echosim._files import atomic_file
 
         path = Path(path)
         meta = {"format": _FORMAT, "policy": self.policy, "echo": self.echo, "batch_size": self.batch_size,
                 "decisions": list(self.decisions)}
         arrays = {k: getattr(self, k) for k in _BATCH_FIELDS + _STEP_FIELDS}
         try:
-            with _atomic_file(path) as fh:
+            with atomic_file(path) as fh:
                 np.savez(fh, meta=np.array(json.dumps(meta, allow_nan=True)), **arrays)
-                fh.flush()
-                os.fsync(fh.fileno())
         except OSError as exc:
-            raise ValueError(f"records: could not write {str(path)!r} ({exc.strerror or exc}); "
-                             "any previous file there is unchanged") from None
+            raise ValueError(f"records: could not write {str(path)!r} ({exc.strerror or exc})") from None
         return str(path)
 
     def __repr__(self) -> str:

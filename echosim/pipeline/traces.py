@@ -221,17 +221,19 @@ class Trace(ServiceTime):
         return cls(times * scale if scale != 1.0 else times, mode, source=(str(path), scale))
 
     def to_file(self, path) -> None:
-        """Write the times to ``.npy`` or ``.csv`` (one column with header ``time``)."""
+        """Write the times to ``.npy`` or ``.csv`` (one column with header ``time``), atomically."""
+        from echosim._files import atomic_file
+
         p = Path(path)
         suffix = p.suffix.lower()
-        if suffix == ".npy":
-            np.save(p, self.times, allow_pickle=False)
-        elif suffix == ".csv":
-            with open(p, "w", encoding="utf-8") as fh:
-                fh.write("time\n")
-                fh.writelines(f"{t!r}\n" for t in self.times.tolist())
-        else:
+        if suffix not in (".npy", ".csv"):
             raise ValueError(f"path: unsupported file type {p.suffix!r}; allowed: .npy, .csv")
+        with atomic_file(p) as fh:  # a temp file, fsync, rename: never half a trace, never through a link
+            if suffix == ".npy":
+                np.save(fh, self.times, allow_pickle=False)
+            else:
+                fh.write(b"time\n")
+                fh.write("".join(f"{t!r}\n" for t in self.times.tolist()).encode("utf-8"))
 
     def to_dict(self) -> dict[str, Any]:
         """``{"kind": "trace", "path": ..., "mode": ...}`` if read from a file

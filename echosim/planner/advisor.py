@@ -126,6 +126,9 @@ class Plan:
     notes: list = field(default_factory=list)
     best: dict = field(default_factory=dict)
     reasons: dict = field(default_factory=dict)
+    failed: list = field(default_factory=list)
+    """Form (a): the simulated runs that failed (policy, echo, batch_size, lr, error), also
+    told in `notes`; they count as never reaching the target."""
 
     # ---- output
 
@@ -146,6 +149,7 @@ class Plan:
                                         for B, c in self.best.items()},
                 "candidates": [{k: clean(v) for k, v in c.items()} for c in self.candidates],
                 "source": self.source, "inputs": self.inputs, "notes": list(self.notes),
+                "failed_runs": [{k: clean(v) for k, v in f.items()} for f in self.failed],
                 "units": {"wall_clock_to_target": "s", "baseline_wall_clock": "s", "cost": "currency per run",
                           "utilization": "fraction", "speedup": "x over sync at the same B and workers"}}
 
@@ -283,8 +287,13 @@ class Plan:
         ax.set_title("echosim plan: wall-clock to target")
         ax.legend(fontsize=8)
         fig.tight_layout()
-        if path is not None:
-            fig.savefig(path)
+        if path is not None:  # atomically: a failed write leaves the previous figure as it was
+            from pathlib import Path
+
+            from echosim._files import atomic_file
+
+            with atomic_file(path) as f:
+                fig.savefig(f, format=Path(path).suffix.lstrip(".").lower() or None)
         return fig
 
 
@@ -428,14 +437,15 @@ def plan(loader=None, step_time=None, *, batch_size, problem=None, steps_to_targ
         Time of one optimizer step (seconds), e.g. ``"10ms"``; at several batch sizes
         (``{64: "15ms", 512: "40ms"}``) a + b·B is fitted.
     batch_size : int or list of int
-        B; several values give the best per B and overall.
+        B; several values give the best per B and overall. Each at most what a run of a
+        sweep can hold (`echosim.experiments.limits.max_batch_size`).
     problem : str or dict, optional
         Form (a): ``"logistic"``, ``"least_squares"``, ``"dataset:NAME"`` or a
         ``[problem]`` table. T(K) is simulated with tuned learning rates.
     steps_to_target : mapping, optional
         Form (b): optimizer steps to the target, keys B (without echoing, at two or more
         B) or (B, K) (with echoing, e.g. from a pilot: ``{(1024, 4): 20}`` = 20 steps =
-        5 fresh batches).
+        5 fresh batches; at least K steps, 1 <= K <= 4096).
     records : Records or list of Records, optional
         Runs through `echosim.echoing` (any policies, e.g. a pilot from
         `echosim.pilot`): the loader and step times are taken from them, per policy, so
@@ -475,10 +485,16 @@ def plan(loader=None, step_time=None, *, batch_size, problem=None, steps_to_targ
         the method's). Form (b) takes the steps measured with your own optimizer.
     """
     # ---- validate everything first: nothing runs, nothing is written on bad input
-    Bs = _int_list(batch_size, "batch_size")
+    from echosim.experiments.limits import MAX_WORKERS
+    from echosim.planner.response import MAX_ECHO, check_batch_size
+
+    Bs = [check_batch_size(B, "batch_size") for B in _int_list(batch_size, "batch_size")]
     Ws = _int_list(workers, "workers")
+    if Ws[-1] > MAX_WORKERS:
+        raise ValueError(f"workers: expected at most {MAX_WORKERS:,} loader workers (what the simulation takes), "
+                         f"got {Ws[-1]:,}")
     prefetch = _int_arg(prefetch, "prefetch", 1)
-    max_echo = _int_arg(max_echo, "max_echo", 1, 4096)
+    max_echo = _int_arg(max_echo, "max_echo", 1, MAX_ECHO)
     if policies is None:  # every planned policy that the form can evaluate
         policies = [p for p in PLANNED if p != "auto" or steps_to_target is None]
     if isinstance(policies, str):
@@ -491,8 +507,8 @@ def plan(loader=None, step_time=None, *, batch_size, problem=None, steps_to_targ
         policies.insert(0, "sync")  # the baseline every speedup is measured against
     if echoes is not None:
         echoes = [k for k in _int_list(echoes, "echo") if k > 1]
-        if max(echoes, default=1) > 4096:
-            raise ValueError(f"echo: expected K <= 4096, got {max(echoes)}")
+        if max(echoes, default=1) > MAX_ECHO:
+            raise ValueError(f"echo: expected K <= {MAX_ECHO}, got {max(echoes)}")
     seeds = _int_arg(seeds, "seeds", 1, 100)
     seed = _int_arg(seed, "seed", 0, 2 ** 63 - 1)
     if isinstance(target, bool) or not (isinstance(target, numbers.Real) and math.isfinite(target) and target > 0):
@@ -509,6 +525,8 @@ def plan(loader=None, step_time=None, *, batch_size, problem=None, steps_to_targ
     optimizer = _method_arg(method, method_options, form_a=problem is not None)
     timing = _timing(loader, step_time, records, Bs, Ws)
     response = pconf = None
+    failed: list = []
+    fail_note = None
     if steps_to_target is not None:
         from echosim.planner.response import fit_response
 
@@ -517,7 +535,9 @@ def plan(loader=None, step_time=None, *, batch_size, problem=None, steps_to_targ
         from echosim.planner.simulated import problem_config, validate_problem
 
         pconf = problem_config(problem)
-        validate_problem(pconf, optimizer)
+        problem_obj = validate_problem(pconf, optimizer)
+        for B in Bs:  # the problem's features set how large a batch its runs can hold
+            check_batch_size(B, "batch_size", problem_obj.n_features, 8)
 
     # ---- candidates
     cands = []
@@ -555,6 +575,13 @@ def plan(loader=None, step_time=None, *, batch_size, problem=None, steps_to_targ
         show = True if progress is None else bool(progress)
         source, more = run_candidates(cands, pconf, ctx, target, processes, results, show)
         notes.extend(more)
+        from echosim.experiments.store import Store
+        from echosim.planner.simulated import failures_note
+
+        failed = list(ctx.get("failed_runs", {}).values())
+        fail_note = failures_note(ctx.get("failed_runs", {}), Store(results).root)
+        if fail_note:
+            notes.insert(0, fail_note)
     notes.insert(0, f"timing: {timing.describe}")
 
     # ---- speedups (over sync at the same B and workers), ceilings, costs
@@ -579,7 +606,7 @@ def plan(loader=None, step_time=None, *, batch_size, problem=None, steps_to_targ
     reachable = [c for c in cands if math.isfinite(c["wall_clock_to_target"])]
     if not reachable:
         raise ValueError(f"target: no candidate reaches the target (loss <= (1 + {target:g}) F*) within the budget; "
-                         "loosen --target or try larger batch sizes")
+                         "loosen --target or try larger batch sizes" + (f"; {fail_note}" if failed else ""))
     priced = acc_price is not None or wrk_price is not None
     best, reasons = {}, {}
     for B in Bs:
@@ -595,7 +622,7 @@ def plan(loader=None, step_time=None, *, batch_size, problem=None, steps_to_targ
               "target": float(target) if pconf else None,
               "accelerator_price": acc_price, "worker_price": wrk_price}
     return Plan(candidates=cands, recommended=rec, reason=reason, source=source, inputs=inputs, notes=notes,
-                best=best, reasons=reasons)
+                best=best, reasons=reasons, failed=failed)
 
 
 def _pipeline(c, ctx):

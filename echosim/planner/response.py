@@ -48,7 +48,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["Response", "fit_response", "PRIOR", "MODEL_ERROR", "ACCURACY", "k_eff", "t_one"]
+__all__ = ["Response", "fit_response", "PRIOR", "MODEL_ERROR", "ACCURACY", "MAX_ECHO", "k_eff", "t_one",
+           "check_batch_size"]
+
+MAX_ECHO = 4096
+"""The largest echo factor K the planner takes: a fixed K, greedy's cap, a measured (B, K)."""
 
 PRIOR = {"log_be_offset": 0.2, "log_be_sd": 1.7, "gamma": 2.6, "gamma_sd": 0.8}
 """The prior of kappa(B) = 1 + (B/B_e)^gamma with K = 1 measurements only:
@@ -206,8 +210,22 @@ class Response:
 # --------------------------------------------------------------------------- input
 
 
+def check_batch_size(B, name: str, n_features: int = 1, itemsize: int = 4) -> int:
+    """B as an int, or a ValueError naming `name`: an integer >= 1 that a run of a sweep can
+    hold (`echosim.experiments.limits.max_batch_size`, for a problem of `n_features`)."""
+    from echosim.experiments.limits import max_batch_size
+
+    if isinstance(B, bool) or not isinstance(B, numbers.Integral) or B < 1:
+        raise ValueError(f"{name}: batch sizes must be integers >= 1, got {B!r}")
+    top = max_batch_size(n_features, itemsize)
+    if B > top:
+        raise ValueError(f"{name}: batch size {B:,} is more than a simulated run can hold on this machine "
+                         f"(at most {top:,}{f' for {n_features} features' if n_features > 1 else ''})")
+    return int(B)
+
+
 def _key(key) -> tuple[int, int]:
-    """A measurement key: B (meaning K = 1) or (B, K)."""
+    """A measurement key: B (meaning K = 1) or (B, K), within the limits of the sweep and the planner."""
     if isinstance(key, tuple):
         if len(key) != 2:
             raise ValueError(f"steps_to_target: a key is a batch size B or a pair (B, K), got {key!r}")
@@ -218,12 +236,16 @@ def _key(key) -> tuple[int, int]:
         raise ValueError(f"steps_to_target: batch sizes must be integers >= 1, got {B!r} in key {key!r}")
     if isinstance(K, bool) or not isinstance(K, numbers.Integral) or K < 1:
         raise ValueError(f"steps_to_target: the echo factor K must be an integer >= 1, got {K!r} in key {key!r}")
+    if K > MAX_ECHO:
+        raise ValueError(f"steps_to_target: the echo factor K must be at most {MAX_ECHO}, got {K!r} in key {key!r}")
+    check_batch_size(B, "steps_to_target")
     return int(B), int(K)
 
 
 def measurements(steps_to_target) -> list[tuple[int, int, float]]:
-    """[(B, K, T), ...] from a mapping B or (B, K) -> fresh batches (a number or a list of
-    repeats); T is in fresh batches (steps / K). ValueError naming the bad entry."""
+    """[(B, K, T), ...] from a mapping B or (B, K) -> steps (a number or a list of repeats);
+    T is in fresh batches (steps / K). ValueError naming the bad entry: B within the
+    sweep's limits, 1 <= K <= `MAX_ECHO`, steps finite and at least K."""
     if not isinstance(steps_to_target, Mapping):
         raise ValueError("steps_to_target: expected a mapping B -> steps to target at K = 1, or (B, K) -> steps "
                          f"with echoing (a number or a list of repeats), got {type(steps_to_target).__name__}")
@@ -237,6 +259,9 @@ def measurements(steps_to_target) -> list[tuple[int, int, float]]:
         if vals.size == 0 or not np.all(np.isfinite(vals) & (vals >= 1)):
             raise ValueError(f"steps_to_target: at B = {B}{f', K = {K}' if K > 1 else ''} every measurement must "
                              f"be a finite number of steps >= 1, got {v!r}")
+        if K > 1 and not np.all(vals >= K):  # K steps on each batch: fewer than K is not one whole batch
+            raise ValueError(f"steps_to_target: at B = {B}, K = {K} every measurement must be at least K = {K} "
+                             f"steps (each fresh batch takes K steps, so steps / K >= 1 fresh batch), got {v!r}")
         out.extend((B, K, float(x) / K) for x in vals)
     return out
 

@@ -213,6 +213,30 @@ def _service_table(dist) -> dict:
     return _jsonable(dist.to_dict())
 
 
+def _collect_failures(summary, failed: dict) -> None:
+    """Add the failed runs of a sweep's summary to `failed` (run id -> policy, K, B, lr, error)."""
+    if summary is None or not len(summary) or "status" not in summary:
+        return
+    for _, r in summary[summary["status"] == "failed"].iterrows():
+        failed[r["run_id"]] = {"policy": r.get("pipeline.policy"), "echo": r.get("optimizer.echo"),
+                               "batch_size": r.get("optimizer.batch_size"), "lr": r.get("optimizer.lr"),
+                               "error": str(r.get("error") or "")}
+
+
+def failures_note(failed: dict, store_root) -> str | None:
+    """One sentence for the runs that failed inside a plan, or None."""
+    if not failed:
+        return None
+    first = next(iter(failed.values()))
+    by = {}
+    for f in failed.values():
+        by[f["policy"]] = by.get(f["policy"], 0) + 1
+    which = ", ".join(f"{n} {p}" for p, n in by.items())
+    return (f"{len(failed)} simulated run(s) failed ({which}; first: {first['policy']} at B = {first['batch_size']}, "
+            f"lr {first['lr']:.3g}: {first['error']}); they count as never reaching the target, and their records "
+            f"are in {store_root}/failed (re-run the same command to retry them)")
+
+
 def run_candidates(cands, pconf, ctx, target, processes, results, progress=None):
     """Form (a) of `echosim.planner.plan`: simulate every candidate end to end.
 
@@ -228,6 +252,7 @@ def run_candidates(cands, pconf, ctx, target, processes, results, progress=None)
 
     require_extras()  # before saying what is simulated next
     optimizer = dict(ctx.get("optimizer") or {})
+    failed = ctx.setdefault("failed_runs", {})  # run id -> what failed, over every sweep below
     problem_obj = _probe(pconf, optimizer)
     lr = method_lr_grid(optimizer.get("method", "echoed_gd"), problem_obj)
     window = 1
@@ -265,7 +290,9 @@ def run_candidates(cands, pconf, ctx, target, processes, results, progress=None)
                                                                      c["policy"] == "fixed" else 1] for c in cs]}
             else:
                 p["policy"] = list(dict.fromkeys(pol))
-            return run_config(data, processes, results, progress, desc)[1]
+            rep = run_config(data, processes, results, progress, desc)[1]
+            _collect_failures(rep.summary, failed)
+            return rep
 
         budget = _initial_budget(B)
         search = 0

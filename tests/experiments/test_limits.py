@@ -60,3 +60,19 @@ def test_a_huge_greedy_max_echo_is_harmless_and_accepted_with_one_warning():
     with pytest.warns(ConfigWarning, match="pipeline.max_echo: .* acts as no cap") as seen:
         conf = parse_config(cfg({"policy": "greedy", "max_echo": HUGE}))
     assert len(conf.runs) == 1 and len(seen) == 1
+
+
+def test_max_batch_size_is_the_largest_batch_a_sweep_takes():
+    from echosim.experiments.config import parse_config
+    from echosim.experiments.limits import max_batch_size
+
+    top = max_batch_size()  # one feature, float32, one fresh batch, the fewest log points: the smallest run
+
+    def config(B):
+        return {"problem": {"kind": "least_squares", "dim": 1}, "optimizer": {"lr": 0.1, "batch_size": B},
+                "sweep": {"n_batches": 1, "dtype": "float32", "window": 1, "log_points": 1}}
+
+    assert len(parse_config(config(top)).runs) == 1
+    with pytest.raises(ConfigError, match="^optimizer.batch_size: .* of memory"):
+        parse_config(config(top + 1))
+    assert max_batch_size(n_features=100, itemsize=8) < top

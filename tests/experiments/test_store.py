@@ -137,6 +137,32 @@ def test_merge_gives_a_row_per_run_and_a_row_per_logged_point(tmp_path, conf, pa
     assert len(loaded.curves) == len(c) and len(loaded.tuned) == len(t)
 
 
+@pytest.mark.parametrize("name", ["summary", "curves", "tuned"])
+def test_a_sweeps_tables_carry_page_checksums_and_a_damaged_one_is_merged_again(tmp_path, conf, payloads, name):
+    store = results.Store(tmp_path / "store")
+    for p in payloads.values():
+        store.add(p)
+    store.flush()
+    ids = [r.run_id for r in conf.runs]
+    results.write_manifest(tmp_path, {"run_ids": ids, "store": str(store.root), "settings": conf.settings,
+                                      "complete": True})
+    merged = tables.merge(tmp_path, ids, conf.settings, store=store)
+    path = tmp_path / f"{name}.parquet"
+    (start, length), *_ = [(s, n) for _, col, s, n in _column_chunks(path)
+                           if col in ("risk", "run_id", "optimizer.lr")]
+    _scribble(path, start + length // 2, n=min(64, length // 2))
+    with pytest.warns(UserWarning, match=f"{name}.parquet' is damaged.*merged again from the store"):
+        again = tables.load(tmp_path)
+    pd.testing.assert_frame_equal(again.summary, merged.summary, check_dtype=False)
+    assert len(again.curves) == len(merged.curves) and len(again.tuned) == len(merged.tuned)
+    path.unlink()
+    results.write_manifest(tmp_path, {})
+    tables.merge(tmp_path, ids, conf.settings, store=store)
+    _scribble(path, start + length // 2, n=min(64, length // 2))
+    with pytest.raises(ValueError, match="is damaged.*no manifest"):
+        tables.load(tmp_path)
+
+
 def test_changing_the_target_needs_no_rerun(tmp_path, conf, payloads):
     ids = [r.run_id for r in conf.runs]
     loose = dict(conf.settings, rtol=0.5)
@@ -228,6 +254,20 @@ def test_garbage_in_any_column_with_the_footer_intact_quarantines_the_pack(tmp_p
     assert results.Store(tmp_path).finished() == set()  # so the next sweep computes them again
 
 
+@pytest.mark.parametrize("column", ["run_id", *results.CURVE_COLUMNS])
+def test_a_pack_written_before_page_checksums_is_still_verified_on_read(tmp_path, payloads, column):
+    import pyarrow.parquet as pq
+
+    pack = _pack_of(tmp_path, payloads)
+    pq.write_table(pq.read_table(pack), pack, compression="zstd")  # as before page checksums: none
+    assert results.Store(tmp_path).read(list(payloads)).keys() == set(payloads)  # intact: read as before
+    (start, length), = [(s, n) for _, name, s, n in _column_chunks(pack) if name == column]
+    _scribble(pack, start + length // 2, n=min(64, length // 2))
+    store = results.Store(tmp_path)
+    assert store.read(list(payloads)) == {}  # the rows disagree with the footer's summaries: set aside
+    assert [p.name for p in store.quarantined] == [pack.name] and store.lost == set(payloads)
+
+
 def test_garbage_in_a_later_row_group_is_caught_too_and_other_copies_are_used(tmp_path, payloads):
     import pyarrow.parquet as pq
 
@@ -290,34 +330,3 @@ def test_store_writes_never_follow_a_link_planted_in_the_store(tmp_path, conf, p
     with pytest.raises(results.StoreError, match="symbolic link"):
         s2.flush()
     assert sorted(p.name for p in outside.iterdir()) == ["victim.txt"]
-
-
-def test_temp_files_are_created_exclusively_under_random_names(tmp_path, monkeypatch):
-    target = tmp_path / "packs" / "0123456789abcdef-1.parquet"
-    names = set()
-    for _ in range(3):
-        with results._atomic_file(target) as f:
-            names |= {p.name for p in target.parent.glob(".*.tmp")}
-            f.write(b"x")
-    assert len(names) == 3 and all(str(os.getpid()) in n for n in names)  # random, and the writer's pid
-    assert {results._temp_pid(n) for n in names} == {os.getpid()}
-    # a link planted at the temp name (were it guessed) makes the write fail, never follow it
-    victim = tmp_path / "victim"
-    victim.write_text("precious")
-    monkeypatch.setattr(results.secrets, "token_hex", lambda n: "guessed")
-    (target.parent / results._temp_name(target.name)).symlink_to(victim)
-    with pytest.raises(FileExistsError):
-        with results._atomic_file(target) as f:
-            f.write(b"overwritten")
-    assert victim.read_text() == "precious" and target.read_bytes() == b"x"
-
-
-def test_an_os_error_inside_a_write_names_the_file(tmp_path):
-    import errno
-
-    target = tmp_path / "packs" / "pack.parquet"
-    with pytest.raises(OSError) as info:
-        with results._atomic_file(target):
-            raise OSError(errno.ENOSPC, "No space left on device")  # as f.write raises it: no file name
-    assert info.value.filename == str(target) and info.value.errno == errno.ENOSPC
-    assert not list(target.parent.glob(".*.tmp"))

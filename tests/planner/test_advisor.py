@@ -260,6 +260,13 @@ def test_unreachable_target_is_bad_input(monkeypatch):
     ({"steps_to_target": {64: 100}}, "^steps_to_target.*two or more"),
     ({"steps_to_target": {**STEPS, (64, 0): 100}}, "^steps_to_target.*echo factor K"),
     ({"problem": "logistic", "batch_size": 0}, "^batch_size"),
+    ({"problem": "logistic", "batch_size": 10 ** 23}, "^batch_size: batch size 100,000,000,000,000,000,000,000 is more"),
+    ({"steps_to_target": STEPS, "batch_size": [256, 10 ** 12]}, "^batch_size: batch size 1,000,000,000,000 is more"),
+    ({"problem": "logistic", "batch_size": 10 ** 7}, "^batch_size: .*at most [0-9,]+ for 10 features"),
+    ({"steps_to_target": {**STEPS, (256, 4): 3}}, "^steps_to_target: at B = 256, K = 4 .* at least K = 4 steps"),
+    ({"steps_to_target": {**STEPS, (256, 10 ** 20): 10 ** 21}}, "^steps_to_target: the echo factor K must be at most"),
+    ({"problem": "logistic", "workers": 10 ** 7}, "^workers: expected at most 1,000,000"),
+    ({"problem": "logistic", "max_echo": 10 ** 20}, "^max_echo"),
     ({"problem": "logistic", "policies": "sync,lazy"}, "^policies"),
     ({"steps_to_target": STEPS, "policies": "sync,auto"}, "^policies: 'auto'.*form \\(a\\)"),
     ({"problem": "logistic", "target": 0}, "^target"),
@@ -283,3 +290,34 @@ def test_bad_input_names_the_argument(kw, match):
     kw = {"batch_size": 256, "step_time": "10ms", **kw}
     with pytest.raises(ValueError, match=match):
         plan("80ms", **kw)
+
+
+def test_runs_that_fail_inside_a_plan_are_reported(monkeypatch, tmp_path, capsys):
+    import echosim.experiments.assemble as assemble
+    from echosim.cli import main
+
+    real = assemble._setting
+
+    def greedy_fails(spec):
+        if spec.pipeline is not None and spec.pipeline.get("policy") == "greedy":
+            raise FloatingPointError("greedy broke")
+        return real(spec)
+
+    monkeypatch.setattr(assemble, "_setting", greedy_fails)
+    p = plan("40ms", "10ms", batch_size=256, problem="least_squares", policies="sync,greedy", seeds=1,
+             target=0.05, processes=1, results=tmp_path / "store")
+    assert p.failed and {f["policy"] for f in p.failed} == {"greedy"}
+    assert all("FloatingPointError: greedy broke" in f["error"] for f in p.failed)
+    note, = [n for n in p.notes if "simulated run(s) failed" in n]
+    assert note.startswith(f"{len(p.failed)} simulated run(s) failed ({len(p.failed)} greedy; first: greedy at B = 256")
+    assert str(tmp_path / "store" / "failed") in note
+    assert by(p, "greedy")["wall_clock_to_target"] == math.inf
+    assert len(list((tmp_path / "store" / "failed").glob("*.json"))) == len(p.failed)
+    assert p.to_dict()["failed_runs"][0]["policy"] == "greedy"
+    # the command line prints the plan, says so on stderr in one line and exits 1
+    code = main(["plan", "--loader", "40ms", "--step-time", "10ms", "--batch-size", "256", "--problem",
+                 "least_squares", "--policies", "sync,greedy", "--seeds", "1", "--target", "0.05",
+                 "--processes", "1", "--quiet", "--store", str(tmp_path / "store")])
+    out, err = capsys.readouterr()
+    assert code == 1 and "recommended" in out
+    assert err.count("\n") == 1 and "run(s) failed (first: greedy at B = 256: FloatingPointError" in err

@@ -26,6 +26,19 @@ def test_json_and_plot(capsys, tmp_path):
     assert fig.stat().st_size > 0
 
 
+def test_json_to_a_file_is_written_atomically_and_the_table_printed(capsys, tmp_path):
+    out = tmp_path / "plan.json"
+    victim = tmp_path / "victim"
+    victim.write_text("precious")
+    out.symlink_to(victim)  # replaced by the plan, never written through
+    assert main(["plan", "--loader", "80ms", "--step-time", "10ms", "--batch-size", "256", *STEPS, "--seeds", "1",
+                 "--json", str(out)]) == 0
+    assert "recommended" in capsys.readouterr().out
+    assert json.loads(out.read_text())["recommended"]["policy"] in ("sync", "fixed", "greedy")
+    assert victim.read_text() == "precious" and not out.is_symlink()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["plan.json", "victim"]  # no temp file left
+
+
 @pytest.mark.parametrize("args, word", [
     (["--loader", "gamma(mean=80qs, cv=0.5)"], "loader"),
     (["--loader", "80ms", "--step-time", "ten"], "step_time"),
@@ -34,6 +47,15 @@ def test_json_and_plot(capsys, tmp_path):
     (["--loader-profile", "64=80ms"], "loader"),
     (["--loader", "trace(NEG)"], "loader"),
     (["--loader", "80ms", "--echo", "two"], "--echo"),
+    (["--loader", "80ms", "--json", "/nonexistent/dir/plan.json"], "--json"),
+    (["--loader", "80ms", "--steps-to-target", "64=1100,1024=160,256x4=3"], "steps_to_target: at B = 256, K = 4"),
+    (["--loader", "80ms", "--steps-to-target", "64=1100,1024=160,256x100000000000000000000=300"], "at most 4096"),
+    (["--loader", "80ms", "--batch-size", "100000000000000000000000"], "batch_size"),
+    (["--loader", "80ms", "--step-time", "64=15ms", "--step-time", "64=20ms"],
+     "--step-time: batch size 64 given twice ('15ms' and '20ms')"),
+    (["--loader", "80ms", "--step-time", "10ms", "--step-time", "20ms"], "--step-time: given 2 times"),
+    (["--loader", "80ms", "--problem", "logistic", "--method", "echoed_heavy_ball", "--method-option", "momentum=0.9",
+      "--method-option", "momentum=0.5"], "--method-option: momentum given twice ('0.9' and '0.5')"),
 ])
 def test_bad_input_is_one_line_exit_2_and_nothing_written(args, word, capsys, tmp_path):
     neg = tmp_path / "neg.csv"
@@ -42,11 +64,34 @@ def test_bad_input_is_one_line_exit_2_and_nothing_written(args, word, capsys, tm
     if "--step-time" not in args:
         args += ["--step-time", "10ms"]
     fig = tmp_path / "out.png"
-    code = main(["plan", *args, "--batch-size", "256", *(STEPS if "--steps-to-target" not in args else []),
-                 "--plot", str(fig)])
+    code = main(["plan", *args, *(["--batch-size", "256"] if "--batch-size" not in args else []),
+                 *(STEPS if "--steps-to-target" not in args and "--problem" not in args else []), "--plot", str(fig)])
     err = capsys.readouterr()
     assert code == 2
     assert err.out == ""
     lines = err.err.strip().splitlines()
     assert len(lines) == 1 and word in lines[0]
     assert not fig.exists()
+
+
+@pytest.mark.parametrize("code, word", [(28, "No space left on device; the previous plan.json is left as it was; "
+                                              "free some space and re-run the same command"),
+                                        (30, "Read-only file system; the previous plan.json is left as it was "
+                                             "(choose a writable place)")])
+def test_a_failed_json_or_plot_write_keeps_the_previous_file_and_says_so(code, word, capsys, tmp_path, monkeypatch):
+    import os
+
+    from echosim import _files
+
+    out = tmp_path / "plan.json"
+    out.write_text("the previous plan")
+
+    def fail(fd):
+        raise OSError(code, os.strerror(code))
+
+    monkeypatch.setattr(_files.os, "fsync", fail)
+    assert main(["plan", "--loader", "80ms", "--step-time", "10ms", "--batch-size", "256", *STEPS, "--seeds", "1",
+                 "--json", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err == f"echosim plan: error: {str(out)!r}: {word}\n"
+    assert out.read_text() == "the previous plan" and sorted(p.name for p in tmp_path.iterdir()) == ["plan.json"]

@@ -95,6 +95,7 @@ def test_uncertainty_from_repeats():
 def test_measurement_keys_and_steps():
     got = measurements({64: 100, (1024, 4): 20, 256: [10, 12]})
     assert got == [(64, 1, 100.0), (1024, 4, 5.0), (256, 1, 10.0), (256, 1, 12.0)]  # steps / K = fresh batches
+    assert measurements({(64, 4): 4, (64, 4096): 4096}) == [(64, 4, 1.0), (64, 4096, 1.0)]  # K steps: one batch
 
 
 @pytest.mark.parametrize("data, match", [
@@ -108,6 +109,12 @@ def test_measurement_keys_and_steps():
     ({64: 100, 128: 50, (128, 2, 3): 10}, "a pair"),
     ({64: 100, 128: "many"}, "finite number"),
     ([100, 200], "mapping"),
+    ({64: 100, 1024: 20, (256, 4): 3}, "at least K = 4 steps"),  # fewer steps than one batch's K
+    ({64: 100, 1024: 20, (256, 4): [8, 3]}, "at least K = 4 steps"),
+    ({64: 100, 1024: 20, (256, 10 ** 20): 10 ** 21}, "K must be at most 4096"),
+    ({64: 100, 1024: 20, (256, 4097): 10 ** 5}, "K must be at most 4096"),
+    ({64: 100, 10 ** 23: 20}, "batch size 100,000,000,000,000,000,000,000 is more than"),
+    ({64: 100, 1024: 20, (10 ** 23, 2): 20}, "more than a simulated run can hold"),
 ])
 def test_bad_measurements(data, match):
     with pytest.raises(ValueError, match=f"^steps_to_target.*{match}"):
