@@ -138,7 +138,7 @@ def test_run_with_policy_auto_says_which_caps_it_chose(capsys):
     rc = main(["run", "--policy", "auto", "--n-batches", "120", "--batch-size", "16", "--lr", "0.5"])
     out = capsys.readouterr().out
     assert rc == 0, out
-    assert "K=auto" in out and "auto caps:   0:64" in out and "decisions:" in out
+    assert "K=auto" in out and "auto caps:   0:1 " in out and "decisions:" in out
 
 
 def test_run_compiles_what_it_uses_on_every_core_before_it_runs(monkeypatch, capsys):
@@ -273,8 +273,8 @@ BAD = [
     (["sweep", "{tiny}", "--store", "{file}/sub"], ["{file}/sub"]),
     (["sweep", "{tiny}", "--scheduler", "not-an-address"], ["--scheduler", "tcp://host:8786"]),
     (["run", "--policy", "auto", "--set", "pipeline.window=1"], ["pipeline.window", ">= 2"]),
-    (["run", "--policy", "auto", "--set", "pipeline.z=20"], ["pipeline.z", "<= 10"]),
-    (["run", "--policy", "greedy", "--set", "pipeline.z=2"], ["pipeline.z", "'auto'"]),
+    (["run", "--policy", "auto", "--set", "pipeline.alpha=0.9"], ["pipeline.alpha", "<= 0.5"]),
+    (["run", "--policy", "greedy", "--set", "pipeline.alpha=0.1"], ["pipeline.alpha", "'auto'"]),
     (["run", "--policy", "auto", "--set", "sweep.time_budget=100"], ["sweep.time_budget", "sweep.n_batches"]),
     (["run", "--policy", "sometimes"], ["--policy", "invalid choice"]),
     (["bounds", "list", "extra"], ["list", "no arguments"]),

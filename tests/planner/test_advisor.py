@@ -305,7 +305,7 @@ def test_runs_that_fail_inside_a_plan_are_reported(monkeypatch, tmp_path, capsys
 
     monkeypatch.setattr(assemble, "_setting", greedy_fails)
     p = plan("40ms", "10ms", batch_size=256, problem="least_squares", policies="sync,greedy", seeds=1,
-             target=0.05, processes=1, results=tmp_path / "store")
+             target=0.05, processes=1, results=tmp_path / "store", progress=False)
     assert p.failed and {f["policy"] for f in p.failed} == {"greedy"}
     assert all("FloatingPointError: greedy broke" in f["error"] for f in p.failed)
     note, = [n for n in p.notes if "simulated run(s) failed" in n]
