@@ -444,7 +444,7 @@ def cpu_cost(repeats: int = 9, batches: int = 300, echo: int = 8) -> str:
     auto keeps greedy's caps except in its probe blocks, and the two take about the same
     steps per fresh batch (printed): per-fresh-batch costs are spread alike."""
     import echosim
-    from echosim.pipeline.auto import AutoEcho
+    from echosim.control import AutoEcho, Driver
 
     t_load, t_step = 0.004, 0.0004
 
@@ -485,12 +485,12 @@ def cpu_cost(repeats: int = 9, batches: int = 300, echo: int = 8) -> str:
     n = 20_000
     alone = []
     for _ in range(repeats):
-        a = AutoEcho(max_echo=64)
+        drv = Driver(AutoEcho(max_echo=64))
         c0 = time.thread_time()
         for t in range(n):
-            cap = a.cap(t, 0.01 * t)
-            a.observe(t, scripted(t), 0.01 * t)
-            a.batch_done(min(cap, echo))
+            cap = drv.begin(t, 0.01 * t)
+            drv.first_loss(t, scripted(t))
+            drv.end(t, min(cap, echo))
         alone.append(1e6 * (time.thread_time() - c0) / n)
     q = lambda v: (np.median(v), np.percentile(v, 75) - np.percentile(v, 25))  # noqa: E731
     out = ["| what (µs of main-thread CPU) | median | IQR | steps per fresh batch |", "|---|---:|---:|---:|"]
@@ -499,7 +499,7 @@ def cpu_cost(repeats: int = 9, batches: int = 300, echo: int = 8) -> str:
         out.append(f"| inside echoing's next + report, per step, {p} | {m:.1f} | {iqr:.1f} | "
                    f"{np.median([x[1] for x in v]):.2f} |")
     m, iqr = q(alone)
-    out.append(f"| AutoEcho.cap + observe + batch_done, per fresh batch, alone | {m:.2f} | {iqr:.2f} | |")
+    out.append(f"| Driver + AutoEcho (begin, first_loss, end), per fresh batch, alone | {m:.2f} | {iqr:.2f} | |")
     ga, aa = np.median([x[0] for x in rows["greedy"]]), np.median([x[0] for x in rows["auto"]])
     out.append(f"\nauto − greedy: {aa - ga:+.1f} µs of CPU per step (the bound: <= 20 µs per step).")
     return (f"{repeats} repeats, greedy and auto interleaved; {batches} fresh batches of {1e3 * t_load:g} ms each, "
@@ -601,7 +601,7 @@ def main(argv=None) -> int:
         ap.error(f"--seeds: expected an integer >= 1, got {args.seeds}")
     auto_options = None if args.auto_window is None else {"window": args.auto_window}
     if auto_options is not None:
-        from echosim.pipeline.auto import AutoEcho
+        from echosim.control import AutoEcho
 
         try:
             AutoEcho(**auto_options)

@@ -365,7 +365,7 @@ def run_candidates(cands, pconf, ctx, target, processes, results, progress=None)
                              f"({lr['start']:.3g}...{lr['stop']:.3g}); its time to target may be pessimistic")
     if any(c["policy"] == "auto" for c in cands):
         notes.append("auto: simulated with the controller echoing(policy='auto') runs in a real loop "
-                     "(echosim.pipeline.auto.AutoEcho), each run's caps decided from its own simulated first-step "
+                     "(echosim.control.auto.AutoEcho), each run's caps decided from its own simulated first-step "
                      "losses and loader times (caps over fresh batches, first seed: "
                      + "; ".join(f"B = {c['batch_size']}: {c.get('caps') or '-'}" for c in cands
                                  if c["policy"] == "auto") + ")")
