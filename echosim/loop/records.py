@@ -87,6 +87,11 @@ class Records:
         Squared gradient norms on the first ``small_batch`` examples and on the batch.
     decisions : tuple of dict
         "auto" only: every decision and the estimates it acted on.
+    clock : str
+        The loop's clock: ``"time.perf_counter"`` by default; ``"time.perf_counter after
+        torch.cuda.synchronize()"`` when `echoing` synchronised the device before each
+        reading (its ``sync=``); without one, an asynchronous device's step times are
+        the times to launch its work. Empty for records written before it was kept.
     """
 
     policy: str
@@ -109,6 +114,7 @@ class Records:
     probe: np.ndarray | None = field(default=None, repr=False)
     grad_sq_small: np.ndarray | None = field(default=None, repr=False)
     grad_sq_full: np.ndarray | None = field(default=None, repr=False)
+    clock: str = field(default="", repr=False)
 
     def __post_init__(self):
         T = self.load_time.size
@@ -205,7 +211,7 @@ class Records:
             raise ValueError(f"n: expected an integer >= 1 (fresh batches to keep), got {n!r}")
         n = min(int(n), self.n_batches)
         keep = self.step_batch < n
-        return Records(self.policy, self.echo, self.batch_size,
+        return Records(self.policy, self.echo, self.batch_size, clock=self.clock,
                        decisions=tuple(d for d in self.decisions if d.get("batch", -1) < n),
                        **{k: getattr(self, k)[:n].copy() for k in _BATCH_FIELDS},
                        **{k: getattr(self, k)[keep].copy() for k in _STEP_FIELDS})
@@ -272,7 +278,7 @@ class Records:
 
         path = Path(path)
         meta = {"format": _FORMAT, "policy": self.policy, "echo": self.echo, "batch_size": self.batch_size,
-                "decisions": list(self.decisions)}
+                "decisions": list(self.decisions), "clock": self.clock}
         arrays = {k: getattr(self, k) for k in _BATCH_FIELDS + _STEP_FIELDS}
         try:
             with _atomic_file(path) as fh:
@@ -314,5 +320,5 @@ def load_records(path) -> Records:
     bs = meta.get("batch_size")
     if bs is not None and (isinstance(bs, bool) or not isinstance(bs, numbers.Integral)):
         raise ValueError(f"records: {str(path)!r} has a bad batch_size {bs!r}")
-    return Records(meta["policy"], meta.get("echo"), bs,
-                   decisions=tuple(meta.get("decisions", ())), **arrays)
+    return Records(meta["policy"], meta.get("echo"), bs, decisions=tuple(meta.get("decisions", ())),
+                   clock=str(meta.get("clock", "")), **arrays)
