@@ -146,6 +146,10 @@ def _cmd_plan(args) -> int:
         progress=False if args.quiet else None, method=args.method or "echoed_gd",
         method_options=_method_options(args.method_option))
     print(result.to_json() if args.json else result.table())
+    if records is not None and not args.json:
+        from echosim.planner.verdict import verdict
+
+        print(f"verdict: {verdict(records, plan=result)}")
     if args.plot:
         result.plot(args.plot)
         if not args.json:

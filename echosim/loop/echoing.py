@@ -666,6 +666,15 @@ class echoing:  # noqa: N801 - used like a function: `for batch in echoing(loade
             s["auto"] = self._controller.describe()
         return s
 
+    def verdict(self, plan=None):
+        """Is the loader the bottleneck, and what would echoing buy? One line (``print(it.verdict())``):
+        the steps that waited on the loader, the exposed wait per step, epoch-boundary stalls
+        apart, and, given a `Plan` made from these records (``echosim.plan(records=...)``),
+        the saving it predicts with its band; `echosim.verdict` makes the plan for you."""
+        from echosim.loop.verdict import judge
+
+        return judge(self.records(), plan)
+
     def trace(self, mode: str = "resample"):
         """The iterable's measured time per batch (seconds) as a `Trace`, to plan with; times
         recorded while the loader could run ahead of the loop are left out."""

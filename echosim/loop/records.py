@@ -245,6 +245,13 @@ class Records:
                 "censored_fraction": float(np.mean(self.load_censored)) if n else math.nan,
                 "epochs": int(self.epoch[-1]) + 1 if n else 0}
 
+    def verdict(self, plan=None):
+        """One line: how input-bound this run was and, given a `Plan` made from these records,
+        what echoing is predicted to save (`echosim.verdict` makes the plan for you)."""
+        from echosim.loop.verdict import judge
+
+        return judge(self, plan)
+
     def trace(self, mode: str = "resample", *, uncensored: bool = True):
         """The loader's measured time per batch as a `Trace` (seconds). Times recorded while the
         loader could run ahead of the loop (``load_censored``) are left out by default."""
