@@ -55,7 +55,7 @@ from collections.abc import Callable, Iterable, Iterator
 import numpy as np
 
 from echosim.control import Driver, diverging, make_controller
-from echosim.loop.records import SIGNAL_FIELDS
+from echosim.loop.records import SIGNAL_FIELDS, _seconds
 from echosim.control.auto import AUTO_DEFAULTS, AUTO_OPTIONS, check_auto_option
 
 __all__ = ["echoing"]
@@ -665,6 +665,19 @@ class echoing:  # noqa: N801 - used like a function: `for batch in echoing(loade
         if self.policy == "auto":
             s["auto"] = self._controller.describe()
         return s
+
+    def __repr__(self) -> str:
+        state = "done" if self._done else ("running" if self._thread.ident is not None else "not started")
+        total = "" if self.fresh_batches is None else f" of {self.fresh_batches}"
+        return (f"echoing(policy={self.policy!r}{'' if self.K is None or self.K == 1 else f', K={self.K}'}, "
+                f"{state}, fresh_batches={len(self.load_time)}{total}, steps={len(self._step_batch)}, "
+                f"waited={_seconds(sum(self.wait_time))!r})")
+
+    def _repr_html_(self) -> str:
+        import html
+
+        return (f"<p><b>{html.escape(repr(self))}</b></p>" + self.records()._repr_html_()).replace(
+            "echosim Records", "what it measured so far")
 
     def verdict(self, plan=None):
         """Is the loader the bottleneck, and what would echoing buy? One line (``print(it.verdict())``):
