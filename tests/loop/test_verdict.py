@@ -84,3 +84,12 @@ def test_the_command_line_prints_the_verdict_under_the_table(tmp_path, capsys):
     last = out.strip().splitlines()[-1]
     assert last.startswith("verdict: input-bound 100% of steps under sync (exposed wait 4 ms per step of 1 ms")
     assert "from your steps to target" in last and "10-90%: from " in last
+
+
+def test_the_command_line_takes_several_records_files_after_one_flag(tmp_path, capsys):
+    from echosim.cli import main
+
+    files = [made(waits=(0.5,) + (0.004,) * 19, epoch=(0,) * 20).save(tmp_path / f"pilot-{i}.npz") for i in range(2)]
+    assert main(["plan", "--records", *files, "--batch-size", "256", "--steps-to-target", "64=5200,1024=900",
+                 "--seeds", "2"]) == 0
+    assert "sync (mean K 1)" in capsys.readouterr().out
