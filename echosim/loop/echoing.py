@@ -25,8 +25,14 @@ signals, and per step its time and loss: `records` returns them
 (`echosim.loop.records.Records`) to plan from, `summary` condenses them. No torch
 dependency: it only calls ``iter()`` and ``next()``.
 
-The background thread ends when the iterable does, at `close`, or when the `echoing`
-object is no longer referenced (a ``break`` out of the loop, an exception, ``del``).
+The background thread starts at the first request (``iter``, ``next``), and ends when
+the iterable does, at `close`, when the `echoing` object is no longer referenced (a
+``break`` out of the loop, an exception, ``del``), or before the interpreter exits
+(a thread left inside a DataLoader at shutdown would abort the process). `len` is the
+number of steps where the policy fixes it; ``on_epoch`` is called before every pass
+(``loader.sampler.set_epoch``); ``sync`` before each reading of the loop's clock
+(``torch.cuda.synchronize``: step times of an asynchronous device); `is_echo` tells a
+repeated batch; `verdict` answers "is my loader the bottleneck?" in one line.
 
 Examples
 --------
@@ -240,6 +246,15 @@ class echoing:  # noqa: N801 - used like a function: `for batch in echoing(loade
         synchronisation per step); leave it out for training runs that only need the
         waits, and use it for pilots and timing runs. The records name it (``clock``).
 
+    Attributes
+    ----------
+    load_time, wait_time : list of float
+        Per fresh batch: the iterable's time to produce it; the loop's wait for it.
+    echo : list of int
+        Per fresh batch (finished ones): K_t, the times it was yielded.
+
+    Notes
+    -----
     The background thread starts at the first request (``iter`` or ``next``), not at
     construction, and is stopped before the interpreter exits: an iterator built and
     never used, or abandoned when the program ends, costs nothing and leaves the
@@ -249,13 +264,6 @@ class echoing:  # noqa: N801 - used like a function: `for batch in echoing(loade
     fixed K: K x ``len(iterable)`` x epochs); under "greedy" and "auto", or for an
     iterable without a length, it is a TypeError, as for Python's own iterators.
     `fresh_batches` is the number of fresh batches, where known.
-
-    Attributes
-    ----------
-    load_time, wait_time : list of float
-        Per fresh batch: the iterable's time to produce it; the loop's wait for it.
-    echo : list of int
-        Per fresh batch (finished ones): K_t, the times it was yielded.
     """
 
     def __init__(self, iterable: Iterable, policy="greedy", *, max_echo: int = 64, prefetch: int = 1,

@@ -31,7 +31,10 @@ def verdict(records, *, plan=None, steps_to_target=None, problem=None, batch_siz
     batch_size : int, optional
         B of the plan (default: the records').
 
-    Without a plan or what it needs, the line says what it would need.
+    Returns
+    -------
+    Verdict
+        ``str(v)`` is the line; without a plan or what it needs, it says what it would need.
     """
     items = list(records) if isinstance(records, (list, tuple)) else [records]
     if plan is None and (steps_to_target is not None or problem is not None):

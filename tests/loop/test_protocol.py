@@ -249,3 +249,12 @@ def test_sync_is_called_before_every_reading_of_the_loops_clock(tmp_path):
     assert r.clock.endswith("after " + sync.__module__ + "." + sync.__qualname__ + "()")
     assert load_records(r.save(tmp_path / "r.npz")).clock == r.clock
     assert echoing(range(2), 1).records().clock == "time.perf_counter"
+
+
+def test_is_echo_tells_a_repeated_batch_from_its_first_step():
+    it = echoing(range(3), 3)
+    seen = [(batch, it.is_echo) for batch in it]
+    assert seen == [(b, k > 0) for b in range(3) for k in range(3)]
+    it = echoing(range(4), "greedy", max_echo=5)
+    firsts = [batch for batch in it if not it.is_echo]
+    assert firsts == [0, 1, 2, 3]
