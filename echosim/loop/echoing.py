@@ -176,7 +176,6 @@ def _name(f) -> str:
 # daemon thread still inside a loader's C code (a DataLoader) at shutdown aborts the process.
 _LIVE: "weakref.WeakSet[_Feed]" = weakref.WeakSet()
 _EXIT_JOIN = 10.0  # seconds, in all, to let the threads finish the batch they are producing
-_at_exit_registered = False
 
 
 def _stop_all_at_exit() -> None:
@@ -256,9 +255,10 @@ class echoing:  # noqa: N801 - used like a function: `for batch in echoing(loade
     Notes
     -----
     The background thread starts at the first request (``iter`` or ``next``), not at
-    construction, and is stopped before the interpreter exits: an iterator built and
-    never used, or abandoned when the program ends, costs nothing and leaves the
-    process's exit status as it was.
+    construction, and is stopped before the interpreter exits (it is given up to 10 s
+    to finish the batch it is producing): an iterator built and never used, or
+    abandoned when the program ends, costs nothing and leaves the process's exit
+    status as it was.
 
     ``len(it)`` is the number of steps it will yield where the policy fixes it (sync and
     fixed K: K x ``len(iterable)`` x epochs); under "greedy" and "auto", or for an
@@ -357,12 +357,11 @@ class echoing:  # noqa: N801 - used like a function: `for batch in echoing(loade
 
     def _start(self) -> None:
         """Start the background thread (at the first request), once."""
-        global _at_exit_registered
         if self._thread.ident is not None or self._feed.stopped:
             return
-        if not _at_exit_registered:  # registered after the loader's own exit hooks: runs before them
-            _at_exit_registered = True
-            atexit.register(_stop_all_at_exit)
+        # registered (again) after the loader's own exit hooks, such as a DataLoader's: runs before them
+        atexit.unregister(_stop_all_at_exit)
+        atexit.register(_stop_all_at_exit)
         _LIVE.add(self._feed)
         self._thread.start()
 
