@@ -68,7 +68,7 @@ __all__ = ["echoing"]
 
 _END = object()
 _RECENT = 32  # load times behind the overdue test of greedy's decision
-_MAX_PENDING = 1024  # losses reported as tensors, kept unread at most (`report`)
+_MAX_UNREAD = 1024  # losses reported as tensors, kept unread at most (`report`)
 
 
 class _Failure:
@@ -349,7 +349,7 @@ class echoing:  # noqa: N801 - used like a function: `for batch in echoing(loade
         self._signals = {k: [] for k in SIGNAL_FIELDS}  # per fresh batch, NaN where not reported
         self._small: list[int] = []
         self._iterable_type = type(iterable).__name__
-        self._pending: dict[int, object] = {}  # step -> a reported tensor not read yet (`report`)
+        self._unread: dict[int, object] = {}  # step -> a reported tensor not read yet (`report`)
         self._feed = _Feed(iterable, epochs, int(prefetch), clock, on_epoch)
         self._thread = threading.Thread(target=self._feed.run, name="echosim-echoing", daemon=True)
         self._feed.thread = self._thread
@@ -559,7 +559,7 @@ class echoing:  # noqa: N801 - used like a function: `for batch in echoing(loade
         if not self._step_batch:
             raise ValueError("report: no step has been taken yet (report the loss after each step)")
         j = len(self._loss) - 1
-        if not math.isnan(self._loss[-1]) or j in self._pending:
+        if not math.isnan(self._loss[-1]) or j in self._unread:
             raise ValueError(f"report: the loss of step {j} was reported already (report once per step)")
         if deferred is not None and (self._k == 1 and self.policy == "auto"
                                      or lagged_loss is not None and not isinstance(lagged_loss, tuple)):
@@ -580,7 +580,7 @@ class echoing:  # noqa: N801 - used like a function: `for batch in echoing(loade
         if grad_sq is not None:
             small, sq_small, sq_full = _grad_sq(grad_sq, self._batch_size)
         if deferred is not None:
-            self._pending[j] = deferred
+            self._unread[j] = deferred
         else:
             self._loss[-1] = value
         read = extra if deferred is not None else {"loss": value, **extra}
@@ -601,8 +601,8 @@ class echoing:  # noqa: N801 - used like a function: `for batch in echoing(loade
                 self._driver.lagged_loss(t, extra["lagged_before"] - extra["lagged_after"] + value)
         if "probe" in extra:
             self._driver.probe(t, extra["probe"])
-        if len(self._pending) >= _MAX_PENDING:
-            self._read_pending()
+        if len(self._unread) >= _MAX_UNREAD:
+            self._read_unread()
 
     def _diverged(self, what: str, value: float, step: int, stacklevel: int) -> None:
         if not self._warned_nan:
@@ -614,11 +614,11 @@ class echoing:  # noqa: N801 - used like a function: `for batch in echoing(loade
         if self.policy == "auto":
             self._cap_now = 1
 
-    def _read_pending(self) -> None:
+    def _read_unread(self) -> None:
         """Read the losses reported as tensors and kept unread (`report`)."""
-        pending, self._pending = self._pending, {}
-        for j in sorted(pending):
-            value = _real("report: loss", pending[j])
+        unread, self._unread = self._unread, {}
+        for j in sorted(unread):
+            value = _real("report: loss", unread[j])
             self._loss[j] = value
             if diverging(value):
                 self._diverged("loss", value, j, stacklevel=4)
@@ -645,7 +645,7 @@ class echoing:  # noqa: N801 - used like a function: `for batch in echoing(loade
         """Everything measured so far, as `echosim.loop.records.Records` (times in seconds)."""
         from echosim.loop.records import Records
 
-        self._read_pending()
+        self._read_unread()
         K = list(self.echo) + ([self._k] if self._have else [])
         T = len(K)
         step_time = list(self._step_time) + [math.nan] * (len(self._step_batch) - len(self._step_time))
