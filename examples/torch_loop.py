@@ -97,7 +97,7 @@ def main(argv=None) -> dict:
     print(f"verdict of the run: {it.verdict()}")
 
     # ---- 2. pilot: your step on your loader, a few policies in short interleaved segments
-    records = echosim.pilot(step, loader, batches=args.pilot_batches, batch_size=args.batch_size)
+    records = echosim.pilot(step, loader, batches=args.pilot_batches, batch_size=args.batch_size, sync=sync)
     print("pilot:", ", ".join(f"{r.policy}{'' if r.echo in (None, 1) else ' K=' + str(r.echo)} "
                               f"{r.summary()['fresh_batches_per_s']:.0f} fresh batches/s" for r in records[:4]))
 

@@ -258,3 +258,16 @@ def test_is_echo_tells_a_repeated_batch_from_its_first_step():
     it = echoing(range(4), "greedy", max_echo=5)
     firsts = [batch for batch in it if not it.is_echo]
     assert firsts == [0, 1, 2, 3]
+
+
+def test_the_pilot_passes_sync_on_and_its_records_name_it():
+    from echosim.loop.pilot import pilot
+
+    calls = []
+
+    def sync():
+        calls.append(threading.current_thread())
+
+    records = pilot(lambda batch: 1.0, list(range(8)), policies=("sync", 2), batches=4, rounds=1, sync=sync)
+    assert calls and all(t is threading.current_thread() for t in calls)
+    assert all(r.clock.endswith(f"after {sync.__module__}.{sync.__qualname__}()") for r in records)
