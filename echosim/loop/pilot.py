@@ -42,6 +42,7 @@ def _limited(loader, n: int):
 def pilot(step: Callable, loader: Iterable, *, policies=PILOT_POLICIES, batches: int = 40, rounds: int = 2,
           max_echo: int = 64, batch_size: int | None = None, auto: dict | None = None, sync=None) -> list:
     """Run ``step(batch)`` under each echo policy for `batches` fresh batches and return the records.
+    The pilot trains the model: its steps are real steps of `step` on your weights.
 
     Parameters
     ----------
@@ -62,8 +63,6 @@ def pilot(step: Callable, loader: Iterable, *, policies=PILOT_POLICIES, batches:
         Passed to `echoing`: called before each reading of the loop's clock, e.g.
         ``torch.cuda.synchronize``, so that a GPU's step times are the device's (a pilot
         is a timing run: pass it on a GPU).
-
-    The pilot trains the model: its steps are real steps of `step` on your weights.
 
     Returns
     -------
