@@ -51,6 +51,7 @@ _EXPORTS = {
     "median_band": "echosim.plots.views",
     "overlay": "echosim.plots.views",
     "plan": "echosim.planner.advisor",
+    "verdict": "echosim.planner.verdict",
     "echoing": "echosim.loop.echoing",
     "pilot": "echosim.loop.pilot",
     "Records": "echosim.loop.records",

@@ -37,6 +37,7 @@ PAGES = [
     "howto/profile-your-loader.md",
     "howto/choose-k-and-b.md",
     "howto/seeds.md",
+    "howto/rl-rollout-reuse.md",
     "background/pipeline-model.md",
 ]
 VARIES = "<!-- output varies -->"

@@ -169,6 +169,10 @@ def _cmd_plan(args) -> int:
         with atomic_file(args.json) as f:
             f.write((result.to_json() + "\n").encode("utf-8"))
     print(result.to_json() if args.json == "-" else result.table())
+    if records is not None and args.json != "-":
+        from echosim.planner.verdict import verdict
+
+        print(f"verdict: {verdict(records, plan=result)}")
     if args.plot:
         result.plot(args.plot)
         if args.json != "-":
@@ -211,9 +215,10 @@ def _add_plan_parser(sub) -> None:
     pn.add_argument("--step-time", action="append", metavar="TIME|B=TIME",
                     help="time of one optimizer step: '10ms', a distribution or a trace; or per batch size, "
                     "64=15ms,512=40ms (a + b*B is fitted between and beyond them)")
-    pn.add_argument("--records", action="append", metavar="FILE",
-                    help="records of a run through echosim.echoing (Records.save, .npz): the loader and step "
-                    "times per policy come from them, with your host's contention (repeatable)")
+    pn.add_argument("--records", action="extend", nargs="+", metavar="FILE",
+                    help="records of runs through echosim.echoing (Records.save, .npz): the loader and step "
+                    "times per policy come from them, with your host's contention (one or more files, e.g. "
+                    "pilot-*.npz; repeatable); a verdict line follows the table")
     pn.add_argument("--batch-size", required=True, help="B, or several: 256,1024")
     pn.add_argument("--problem", help="form (a): logistic (default), least_squares or dataset:NAME, simulated")
     pn.add_argument("--method", choices=[m for m, row in METHODS.items() if not row.one_step],

@@ -25,8 +25,14 @@ signals, and per step its time and loss: `records` returns them
 (`echosim.loop.records.Records`) to plan from, `summary` condenses them. No torch
 dependency: it only calls ``iter()`` and ``next()``.
 
-The background thread ends when the iterable does, at `close`, or when the `echoing`
-object is no longer referenced (a ``break`` out of the loop, an exception, ``del``).
+The background thread starts at the first request (``iter``, ``next``), and ends when
+the iterable does, at `close`, when the `echoing` object is no longer referenced (a
+``break`` out of the loop, an exception, ``del``), or before the interpreter exits
+(a thread left inside a DataLoader at shutdown would abort the process). `len` is the
+number of steps where the policy fixes it; ``on_epoch`` is called before every pass
+(``loader.sampler.set_epoch``); ``sync`` before each reading of the loop's clock
+(``torch.cuda.synchronize``: step times of an asynchronous device); `is_echo` tells a
+repeated batch; `verdict` answers "is my loader the bottleneck?" in one line.
 
 Examples
 --------
@@ -41,6 +47,7 @@ Examples
 
 from __future__ import annotations
 
+import atexit
 import collections
 import contextlib
 import math
@@ -54,13 +61,14 @@ from collections.abc import Callable, Iterable, Iterator
 import numpy as np
 
 from echosim.control import Driver, diverging, make_controller
-from echosim.loop.records import SIGNAL_FIELDS
+from echosim.loop.records import SIGNAL_FIELDS, _seconds
 from echosim.control.auto import AUTO_DEFAULTS, AUTO_OPTIONS, check_auto_option
 
 __all__ = ["echoing"]
 
 _END = object()
 _RECENT = 32  # load times behind the overdue test of greedy's decision
+_MAX_UNREAD = 1024  # losses reported as tensors, kept unread at most (`report`)
 
 
 class _Failure:
@@ -72,9 +80,11 @@ class _Feed:
     """The producer side, shared with the background thread. It holds no reference to the
     `echoing` object, so that dropping the iterator can stop the thread (a finalizer)."""
 
-    def __init__(self, iterable, epochs, capacity: int, clock):
+    def __init__(self, iterable, epochs, capacity: int, clock, on_epoch=None):
         self.iterable = iterable
         self.epochs = epochs
+        self.on_epoch = on_epoch
+        self.thread: threading.Thread | None = None
         self.capacity = capacity
         self.clock = clock
         self.cond = threading.Condition()
@@ -90,6 +100,8 @@ class _Feed:
         blocked = False
         try:
             while not self.stopped and (self.epochs is None or epoch < self.epochs):
+                if self.on_epoch is not None:
+                    _call_hook(self.on_epoch, epoch)
                 it = iter(self.iterable)
                 produced = False
                 while not self.stopped:
@@ -110,7 +122,7 @@ class _Feed:
         except BaseException as exc:  # noqa: BLE001 - handed to the consumer
             self._put(_Failure(exc))
         finally:
-            self.iterable = None  # let the loader (and its worker processes) go
+            self.iterable = self.on_epoch = None  # let the loader (and its worker processes) go
 
     def _put(self, item) -> bool:
         """Append `item` when there is room; True if the buffer was full on arrival."""
@@ -139,6 +151,42 @@ class _Feed:
             self.stopped = True
             self.items.clear()
             self.cond.notify_all()
+
+
+def _call_hook(hook, epoch: int) -> None:
+    """``hook(epoch)``; an error it raises names it (it reaches the loop from the thread)."""
+    try:
+        hook(epoch)
+    except BaseException as exc:
+        exc.add_note(f"raised by echoing's on_epoch hook {_name(hook)} at the start of epoch {epoch} "
+                     "(in echoing's background thread); the iterator is closed")
+        raise
+
+
+def _name(f) -> str:
+    """A callable's dotted name for messages and records (``time.perf_counter``)."""
+    qual = getattr(f, "__qualname__", None) or type(f).__name__
+    mod = getattr(f, "__module__", None)
+    if mod is None and getattr(f, "__self__", None) is not None:
+        mod = type(f.__self__).__module__
+    return f"{mod}.{qual}" if mod and mod != "builtins" else qual
+
+
+# Feeds whose thread was started: stopped and joined before the interpreter shuts down. A
+# daemon thread still inside a loader's C code (a DataLoader) at shutdown aborts the process.
+_LIVE: "weakref.WeakSet[_Feed]" = weakref.WeakSet()
+_EXIT_JOIN = 10.0  # seconds, in all, to let the threads finish the batch they are producing
+
+
+def _stop_all_at_exit() -> None:
+    feeds = list(_LIVE)
+    for feed in feeds:
+        feed.stop()
+    deadline = time.monotonic() + _EXIT_JOIN
+    for feed in feeds:
+        thread = feed.thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(max(0.0, deadline - time.monotonic()))
 
 
 def _batch_len(batch) -> int | None:
@@ -185,6 +233,17 @@ class echoing:  # noqa: N801 - used like a function: `for batch in echoing(loade
         Options of policy "auto" (`echosim.control.auto.AutoEcho`): ``window`` (fresh
         batches per run), ``alpha`` (the chance of any wrong move in the job),
         ``min_effect`` (relative rates this close are equal), ``start`` (the first cap).
+    on_epoch : callable, optional
+        ``on_epoch(e)`` before pass e = 0, 1, ... over the iterable begins (in the
+        background thread, before ``iter(iterable)``): ``on_epoch=loader.sampler.set_epoch``
+        makes a `DistributedSampler` reshuffle every pass under ``epochs=None`` or > 1.
+        An error it raises reaches the loop, naming the hook, and closes the iterator.
+    sync : callable, optional
+        Called before each reading of the loop's clock (e.g. ``torch.cuda.synchronize``):
+        on an accelerator that runs asynchronously, the step times are then the device's,
+        not the time to launch the step's kernels. It costs the CPU's run-ahead (one
+        synchronisation per step); leave it out for training runs that only need the
+        waits, and use it for pilots and timing runs. The records name it (``clock``).
 
     Attributes
     ----------
@@ -192,11 +251,25 @@ class echoing:  # noqa: N801 - used like a function: `for batch in echoing(loade
         Per fresh batch: the iterable's time to produce it; the loop's wait for it.
     echo : list of int
         Per fresh batch (finished ones): K_t, the times it was yielded.
+
+    Notes
+    -----
+    The background thread starts at the first request (``iter`` or ``next``), not at
+    construction, and is stopped before the interpreter exits (it is given up to 10 s
+    to finish the batch it is producing): an iterator built and never used, or
+    abandoned when the program ends, costs nothing and leaves the process's exit
+    status as it was.
+
+    ``len(it)`` is the number of steps it will yield where the policy fixes it (sync and
+    fixed K: K x ``len(iterable)`` x epochs); under "greedy" and "auto", or for an
+    iterable without a length, it is a TypeError, as for Python's own iterators.
+    `fresh_batches` is the number of fresh batches, where known.
     """
 
     def __init__(self, iterable: Iterable, policy="greedy", *, max_echo: int = 64, prefetch: int = 1,
                  epochs: int | None = 1, batch_size: int | None = None,
-                 clock: Callable[[], float] = time.perf_counter, auto: dict | None = None):
+                 clock: Callable[[], float] = time.perf_counter, auto: dict | None = None,
+                 on_epoch: Callable[[int], object] | None = None, sync: Callable[[], object] | None = None):
         allowed = "'greedy', 'sync', 'auto' or an integer K >= 1"
         if isinstance(policy, str):
             if policy not in ("greedy", "sync", "auto"):
@@ -218,6 +291,9 @@ class echoing:  # noqa: N801 - used like a function: `for batch in echoing(loade
             raise ValueError(f"batch_size: expected an integer >= 1, got {batch_size!r}")
         if not callable(clock):
             raise ValueError(f"clock: expected a callable returning seconds, got {clock!r}")
+        for name, f in (("on_epoch", on_epoch), ("sync", sync)):
+            if f is not None and not callable(f):
+                raise ValueError(f"{name}: expected a callable, got {type(f).__name__} {f!r:.60}")
         if not isinstance(iterable, Iterable):
             raise ValueError(f"iterable: expected an iterable of batches (e.g. a DataLoader), got "
                              f"{type(iterable).__name__}")
@@ -236,6 +312,12 @@ class echoing:  # noqa: N801 - used like a function: `for batch in echoing(loade
         self._driver = Driver(self._controller)
         self._window = self._controller.window if self.policy == "auto" else AUTO_DEFAULTS["window"]
         self._clock = clock
+        self._sync = sync
+        self.clock = _name(clock) + (f" after {_name(sync)}()" if sync is not None else "")
+        self._epochs = epochs
+        self._n_batches = _len_or_none(iterable)
+        if on_epoch is None and epochs != 1:
+            _hint_set_epoch(iterable)
         self._batch_size = None if batch_size is None else int(batch_size)
         self._batch_size_given = batch_size is not None
         # per fresh batch
@@ -266,14 +348,28 @@ class echoing:  # noqa: N801 - used like a function: `for batch in echoing(loade
         self._warned_nan = False
         self._signals = {k: [] for k in SIGNAL_FIELDS}  # per fresh batch, NaN where not reported
         self._small: list[int] = []
-        self._feed = _Feed(iterable, epochs, int(prefetch), clock)
+        self._iterable_type = type(iterable).__name__
+        self._unread: dict[int, object] = {}  # step -> a reported tensor not read yet (`report`)
+        self._feed = _Feed(iterable, epochs, int(prefetch), clock, on_epoch)
         self._thread = threading.Thread(target=self._feed.run, name="echosim-echoing", daemon=True)
+        self._feed.thread = self._thread
         self._finalizer = weakref.finalize(self, self._feed.stop)
+
+    def _start(self) -> None:
+        """Start the background thread (at the first request), once."""
+        if self._thread.ident is not None or self._feed.stopped:
+            return
+        # registered (again) after the loader's own exit hooks, such as a DataLoader's: runs before them
+        atexit.unregister(_stop_all_at_exit)
+        atexit.register(_stop_all_at_exit)
+        _LIVE.add(self._feed)
         self._thread.start()
 
     # ---- the loop's clock: seconds since the first request, paused time taken out
 
     def _now(self) -> float:
+        if self._sync is not None:
+            self._sync()
         return self._clock() - self._paused
 
     @contextlib.contextmanager
@@ -293,7 +389,29 @@ class echoing:  # noqa: N801 - used like a function: `for batch in echoing(loade
     # ---- the consumer side
 
     def __iter__(self):
+        self._start()
         return self
+
+    def __len__(self) -> int:
+        n = self.fresh_batches
+        if n is None:
+            if self._epochs is None:
+                raise TypeError("len: echoing(epochs=None) repeats the iterable until the loop stops; it has no length")
+            raise TypeError(f"object of type 'echoing' has no len(): its iterable ({self._iterable_type}) has none")
+        if self.K is None:
+            raise TypeError(f"len: policy {self.policy!r} decides the steps per fresh batch as it runs, so their "
+                            f"number is unknown; it.fresh_batches is {n}")
+        return self.K * n
+
+    def __bool__(self) -> bool:
+        return True  # not len(): an iterator is true, whatever its length
+
+    @property
+    def fresh_batches(self) -> int | None:
+        """Fresh batches the iteration will take: ``len(iterable)`` x epochs (None if unknown)."""
+        if self._n_batches is None or self._epochs is None:
+            return None
+        return self._n_batches * self._epochs
 
     def ready(self) -> bool:
         """Is the next fresh batch (or the end of the iterable) ready now?"""
@@ -301,6 +419,7 @@ class echoing:  # noqa: N801 - used like a function: `for batch in echoing(loade
 
     def wait_ready(self, timeout: float | None = None) -> bool:
         """Block until the next fresh batch (or the end) is ready; False on timeout."""
+        self._start()
         with self._feed.cond:
             return self._feed.cond.wait_for(self._feed.ready, timeout)
 
@@ -321,6 +440,7 @@ class echoing:  # noqa: N801 - used like a function: `for batch in echoing(loade
         if item is _END or isinstance(item, _Failure):
             self._done = True
             if isinstance(item, _Failure):
+                self.close()
                 raise item.exc
             raise StopIteration
         batch, load, censored, epoch = item
@@ -370,6 +490,7 @@ class echoing:  # noqa: N801 - used like a function: `for batch in echoing(loade
     def __next__(self):
         if self._done:
             raise StopIteration
+        self._start()
         now = self._now()
         if self._t0 is None:
             self._t0 = now
@@ -424,13 +545,26 @@ class echoing:  # noqa: N801 - used like a function: `for batch in echoing(loade
         -----
         A loss or signal that is not finite (or beyond 1e150) means the run diverged: it
         is recorded, said once, and "auto" falls back to K = 1.
+
+        A 0-d tensor (torch, JAX: anything 0-d with ``.item()`` that is not NumPy's) is kept
+        as it is, detached, and read later: reading it forces the host to wait for the
+        device, every step. It is read when its value is needed: at a fresh batch's first
+        step under "auto" (whose decisions need that loss), when a ``lagged_loss`` comes
+        without its pair, when `records` or `summary` are taken, and, in bulk, every
+        1024 unread losses (one wait per 1024 steps; the tensors they hold meanwhile are
+        a few bytes of device memory each). The price: a diverging loss is noticed when
+        it is read, not when it is reported.
         """
-        value = _real("report: loss", loss)
+        deferred = _deferred("report: loss", loss)
         if not self._step_batch:
             raise ValueError("report: no step has been taken yet (report the loss after each step)")
-        if not math.isnan(self._loss[-1]):
-            raise ValueError(f"report: the loss of step {len(self._loss) - 1} was reported already "
-                             "(report once per step)")
+        j = len(self._loss) - 1
+        if not math.isnan(self._loss[-1]) or j in self._unread:
+            raise ValueError(f"report: the loss of step {j} was reported already (report once per step)")
+        if deferred is not None and (self._k == 1 and self.policy == "auto"
+                                     or lagged_loss is not None and not isinstance(lagged_loss, tuple)):
+            deferred = None  # its value is needed now
+        value = math.nan if deferred is not None else _real("report: loss", loss)
         t = len(self.load_time) - 1
         extra = {}
         if lagged_loss is not None:
@@ -445,19 +579,15 @@ class echoing:  # noqa: N801 - used like a function: `for batch in echoing(loade
             extra["probe"] = _real("report: probe", probe)
         if grad_sq is not None:
             small, sq_small, sq_full = _grad_sq(grad_sq, self._batch_size)
-        self._loss[-1] = value
-        bad = [k for k, v in (("loss", value), *extra.items()) if diverging(v)]
+        if deferred is not None:
+            self._unread[j] = deferred
+        else:
+            self._loss[-1] = value
+        read = extra if deferred is not None else {"loss": value, **extra}
+        bad = [k for k, v in read.items() if diverging(v)]
         if bad:
-            if not self._warned_nan:
-                self._warned_nan = True
-                what = bad[0].replace("lagged_before", "lagged_loss").replace("lagged_after", "lagged_loss")
-                warnings.warn(f"echoing: the reported {what} is {value if bad[0] == 'loss' else extra[bad[0]]} at "
-                              f"step {len(self._loss) - 1}: the training run diverged"
-                              + ("; policy 'auto' falls back to K = 1" if self.policy == "auto" else ""),
-                              RuntimeWarning, stacklevel=2)
-            self._driver.diverged()
-            if self.policy == "auto":
-                self._cap_now = 1
+            what = bad[0].replace("lagged_before", "lagged_loss").replace("lagged_after", "lagged_loss")
+            self._diverged(what, value if bad[0] == "loss" else extra[bad[0]], j, stacklevel=3)
         for k, v in extra.items():
             self._signals[k][t] = v
         if grad_sq is not None:
@@ -465,18 +595,41 @@ class echoing:  # noqa: N801 - used like a function: `for batch in echoing(loade
             self._signals["grad_sq_small"][t], self._signals["grad_sq_full"][t] = sq_small, sq_full
         if bad:
             return
-        if self._k == 1:
+        if self._k == 1 and deferred is None:
             self._driver.first_loss(t, value)
             if "lagged_before" in extra:
                 self._driver.lagged_loss(t, extra["lagged_before"] - extra["lagged_after"] + value)
         if "probe" in extra:
             self._driver.probe(t, extra["probe"])
+        if len(self._unread) >= _MAX_UNREAD:
+            self._read_unread()
+
+    def _diverged(self, what: str, value: float, step: int, stacklevel: int) -> None:
+        if not self._warned_nan:
+            self._warned_nan = True
+            warnings.warn(f"echoing: the reported {what} is {value} at step {step}: the training run diverged"
+                          + ("; policy 'auto' falls back to K = 1" if self.policy == "auto" else ""),
+                          RuntimeWarning, stacklevel=stacklevel)
+        self._driver.diverged()
+        if self.policy == "auto":
+            self._cap_now = 1
+
+    def _read_unread(self) -> None:
+        """Read the losses reported as tensors and kept unread (`report`)."""
+        unread, self._unread = self._unread, {}
+        for j in sorted(unread):
+            value = _real("report: loss", unread[j])
+            self._loss[j] = value
+            if diverging(value):
+                self._diverged("loss", value, j, stacklevel=4)
 
     def close(self) -> None:
-        """Stop the background thread (it finishes the batch it is producing, if any)."""
+        """Stop the background thread (it finishes the batch it is producing, if any); the
+        iterator yields nothing more."""
         if self._yielded is not None:
             self._step_time.append(self._now() - self._yielded)
             self._yielded = None
+        self._done = True
         self._finalizer()
 
     def __enter__(self):
@@ -492,6 +645,7 @@ class echoing:  # noqa: N801 - used like a function: `for batch in echoing(loade
         """Everything measured so far, as `echosim.loop.records.Records` (times in seconds)."""
         from echosim.loop.records import Records
 
+        self._read_unread()
         K = list(self.echo) + ([self._k] if self._have else [])
         T = len(K)
         step_time = list(self._step_time) + [math.nan] * (len(self._step_batch) - len(self._step_time))
@@ -508,7 +662,7 @@ class echoing:  # noqa: N801 - used like a function: `for batch in echoing(loade
             step_time=np.asarray(step_time, dtype=float), loss=np.asarray(self._loss, dtype=float),
             small_batch=np.asarray(self._small[:T], dtype=np.int64),
             **{k: np.asarray(v[:T], dtype=float) for k, v in self._signals.items()},
-            decisions=decisions)
+            decisions=decisions, clock=self.clock)
 
     def summary(self) -> dict:
         """Fresh batches, steps, mean echo, times in seconds (keys ending ``_s``), fresh batches
@@ -519,12 +673,50 @@ class echoing:  # noqa: N801 - used like a function: `for batch in echoing(loade
             s["auto"] = self._controller.describe()
         return s
 
+    def __repr__(self) -> str:
+        state = "done" if self._done else ("running" if self._thread.ident is not None else "not started")
+        total = "" if self.fresh_batches is None else f" of {self.fresh_batches}"
+        return (f"echoing(policy={self.policy!r}{'' if self.K is None or self.K == 1 else f', K={self.K}'}, "
+                f"{state}, fresh_batches={len(self.load_time)}{total}, steps={len(self._step_batch)}, "
+                f"waited={_seconds(sum(self.wait_time))!r})")
+
+    def _repr_html_(self) -> str:
+        import html
+
+        return (f"<p><b>{html.escape(repr(self))}</b></p>" + self.records()._repr_html_()).replace(
+            "echosim Records", "what it measured so far")
+
+    def verdict(self, plan=None):
+        """Is the loader the bottleneck, and what would echoing buy? One line (``print(it.verdict())``):
+        the steps that waited on the loader, the exposed wait per step, epoch-boundary stalls
+        apart, and, given a `Plan` made from these records (``echosim.plan(records=...)``),
+        the saving it predicts with its band; `echosim.verdict` makes the plan for you."""
+        from echosim.loop.verdict import judge
+
+        return judge(self.records(), plan)
+
     def trace(self, mode: str = "resample"):
         """The iterable's measured time per batch (seconds) as a `Trace`, to plan with; times
         recorded while the loader could run ahead of the loop are left out."""
         if not self.load_time:
             raise ValueError("trace: no batch has been produced yet")
         return self.records().trace(mode)
+
+
+def _len_or_none(iterable) -> int | None:
+    try:
+        return int(len(iterable))
+    except (TypeError, ValueError, NotImplementedError):  # no len (an IterableDataset's loader raises)
+        return None
+
+
+def _hint_set_epoch(iterable) -> None:
+    """Say so when echoing re-iterates a loader whose sampler reshuffles by ``set_epoch``."""
+    sampler = getattr(iterable, "sampler", None)
+    if callable(getattr(sampler, "set_epoch", None)):
+        warnings.warn(f"echoing: the loader's sampler ({type(sampler).__name__}) has set_epoch, and echoing passes "
+                      "over the loader more than once: pass on_epoch=loader.sampler.set_epoch so that every pass "
+                      "is shuffled anew", RuntimeWarning, stacklevel=3)
 
 
 def _real(name: str, value) -> float:
@@ -556,6 +748,25 @@ def _real(name: str, value) -> float:
     if isinstance(v, bool) or not isinstance(v, numbers.Real):
         raise ValueError(f"{name}: expected a real number, got {type(value).__name__} holding {type(v).__name__}")
     return float(v)
+
+
+def _deferred(name: str, value):
+    """A 0-d tensor of a framework other than NumPy, checked without reading its value and
+    detached from any autograd graph, to be read later; None for anything else (read now)."""
+    if isinstance(value, (numbers.Number, np.ndarray, np.generic, str, bytes, list, tuple, dict, set)):
+        return None
+    shape = getattr(value, "shape", None)
+    if shape is None or not hasattr(value, "item"):
+        return None  # _real says what is wrong with it
+    if tuple(shape) != ():
+        raise ValueError(f"{name}: expected a scalar (0-d), got a {type(value).__name__} of shape {tuple(shape)}")
+    is_complex = getattr(value, "is_complex", None)
+    if callable(is_complex) and is_complex():
+        raise ValueError(f"{name}: expected a real number, got a complex {type(value).__name__}")
+    if "bool" in str(getattr(value, "dtype", "")) or getattr(value, "is_meta", False):
+        return None  # _real refuses it (a tensor without data has no value to read later either)
+    detach = getattr(value, "detach", None)
+    return detach() if callable(detach) else value
 
 
 def _grad_sq(value, B):

@@ -40,8 +40,9 @@ def _limited(loader, n: int):
 
 
 def pilot(step: Callable, loader: Iterable, *, policies=PILOT_POLICIES, batches: int = 40, rounds: int = 2,
-          max_echo: int = 64, batch_size: int | None = None, auto: dict | None = None) -> list:
+          max_echo: int = 64, batch_size: int | None = None, auto: dict | None = None, sync=None) -> list:
     """Run ``step(batch)`` under each echo policy for `batches` fresh batches and return the records.
+    The pilot trains the model: its steps are real steps of `step` on your weights.
 
     Parameters
     ----------
@@ -58,6 +59,10 @@ def pilot(step: Callable, loader: Iterable, *, policies=PILOT_POLICIES, batches:
         Segments per policy, interleaved: round r runs every policy once, in an order
         rotated by r.
     max_echo, batch_size, auto : passed to `echoing`.
+    sync : callable, optional
+        Passed to `echoing`: called before each reading of the loop's clock, e.g.
+        ``torch.cuda.synchronize``, so that a GPU's step times are the device's (a pilot
+        is a timing run: pass it on a GPU).
 
     Returns
     -------
@@ -86,7 +91,7 @@ def pilot(step: Callable, loader: Iterable, *, policies=PILOT_POLICIES, batches:
         order = pols[r % len(pols):] + pols[: r % len(pols)]
         for p in order:
             it = echoing(_limited(loader, per), p, max_echo=max_echo, batch_size=batch_size,
-                         auto=auto if p == "auto" else None)
+                         auto=auto if p == "auto" else None, sync=sync)
             with it:
                 for batch in it:
                     loss = step(batch)

@@ -38,6 +38,18 @@ _STEP_FIELDS = ("step_batch", "step_start", "step_time", "loss")
 _FORMAT = "echosim-records-2"
 _FORMATS = ("echosim-records-1", _FORMAT)  # version 1 had no signals
 _OPTIONAL = ("small_batch", *SIGNAL_FIELDS)
+FRAME_UNITS = {
+    "load_time": ("load_time_s", "seconds"), "wait_time": ("wait_time_s", "seconds"),
+    "steps_per_batch": ("steps_per_batch", "steps (K_t)"), "cap": ("cap_steps", "steps"),
+    "small_batch": ("small_batch_examples", "examples"), "start": ("start_s", "seconds on the loop's clock"),
+    "end": ("end_s", "seconds on the loop's clock"), "step_start": ("step_start_s", "seconds on the loop's clock"),
+    "step_time": ("step_time_s", "seconds"), "loss": ("loss", "the loss's own unit"),
+    "first_loss": ("first_loss", "the loss's own unit"), "probe": ("probe_loss", "the loss's own unit"),
+    "lagged_before": ("lagged_before_loss", "the loss's own unit"),
+    "lagged_after": ("lagged_after_loss", "the loss's own unit"),
+    "grad_sq_small": ("grad_sq_small", "squared gradient norm"), "grad_sq_full": ("grad_sq_full", "squared gradient norm"),
+}
+"""`Records.to_frame`'s column names, with their units: field -> (column, unit)."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -86,6 +98,11 @@ class Records:
         Squared gradient norms on the first ``small_batch`` examples and on the batch.
     decisions : tuple of dict
         "auto" only: every decision and the estimates it acted on.
+    clock : str
+        The loop's clock: ``"time.perf_counter"`` by default; ``"time.perf_counter after
+        torch.cuda.synchronize()"`` when `echoing` synchronised the device before each
+        reading (its ``sync=``); without one, an asynchronous device's step times are
+        the times to launch its work. Empty for records written before it was kept.
     """
 
     policy: str
@@ -108,6 +125,7 @@ class Records:
     probe: np.ndarray | None = field(default=None, repr=False)
     grad_sq_small: np.ndarray | None = field(default=None, repr=False)
     grad_sq_full: np.ndarray | None = field(default=None, repr=False)
+    clock: str = field(default="", repr=False)
 
     def __post_init__(self):
         T = self.load_time.size
@@ -204,7 +222,7 @@ class Records:
             raise ValueError(f"n: expected an integer >= 1 (fresh batches to keep), got {n!r}")
         n = min(int(n), self.n_batches)
         keep = self.step_batch < n
-        return Records(self.policy, self.echo, self.batch_size,
+        return Records(self.policy, self.echo, self.batch_size, clock=self.clock,
                        decisions=tuple(d for d in self.decisions if d.get("batch", -1) < n),
                        **{k: getattr(self, k)[:n].copy() for k in _BATCH_FIELDS},
                        **{k: getattr(self, k)[keep].copy() for k in _STEP_FIELDS})
@@ -238,6 +256,13 @@ class Records:
                 "censored_fraction": float(np.mean(self.load_censored)) if n else math.nan,
                 "epochs": int(self.epoch[-1]) + 1 if n else 0}
 
+    def verdict(self, plan=None):
+        """One line: how input-bound this run was and, given a `Plan` made from these records,
+        what echoing is predicted to save (`echosim.verdict` makes the plan for you)."""
+        from echosim.loop.verdict import judge
+
+        return judge(self, plan)
+
     def trace(self, mode: str = "resample", *, uncensored: bool = True):
         """The loader's measured time per batch as a `Trace` (seconds). Times recorded while the
         loader could run ahead of the loop (``load_censored``) are left out by default."""
@@ -252,14 +277,21 @@ class Records:
 
     def to_frame(self, per: str = "batch"):
         """The records as a pandas DataFrame, one row per fresh batch (``per="batch"``) or per
-        step (``per="step"``)."""
+        step (``per="step"``), its columns named with their units (`FRAME_UNITS`:
+        ``load_time_s`` in seconds, ...); ``frame.attrs["units"]`` spells each unit out and
+        ``frame.attrs["clock"]`` names the loop's clock."""
         pd = _pandas()
         if per == "batch":
-            return pd.DataFrame({"batch": np.arange(self.n_batches), **{k: getattr(self, k) for k in _BATCH_FIELDS},
-                                 "start": self.start, "end": self.end, "first_loss": self.first_loss})
-        if per == "step":
-            return pd.DataFrame({"step": np.arange(self.n_steps), **{k: getattr(self, k) for k in _STEP_FIELDS}})
-        raise ValueError(f"per: expected 'batch' or 'step', got {per!r}")
+            cols = {"batch": np.arange(self.n_batches), **{k: getattr(self, k) for k in _BATCH_FIELDS},
+                    "start": self.start, "end": self.end, "first_loss": self.first_loss}
+        elif per == "step":
+            cols = {"step": np.arange(self.n_steps), **{k: getattr(self, k) for k in _STEP_FIELDS}}
+        else:
+            raise ValueError(f"per: expected 'batch' or 'step', got {per!r}")
+        frame = pd.DataFrame({FRAME_UNITS.get(k, (k, ""))[0]: v for k, v in cols.items()})
+        frame.attrs["units"] = {FRAME_UNITS[k][0]: FRAME_UNITS[k][1] for k in cols if k in FRAME_UNITS}
+        frame.attrs["clock"] = self.clock
+        return frame
 
     # ---- files (NumPy's .npz; the metadata as JSON text inside, no pickles)
 
@@ -271,7 +303,7 @@ class Records:
 
         path = Path(path)
         meta = {"format": _FORMAT, "policy": self.policy, "echo": self.echo, "batch_size": self.batch_size,
-                "decisions": list(self.decisions)}
+                "decisions": list(self.decisions), "clock": self.clock}
         arrays = {k: getattr(self, k) for k in _BATCH_FIELDS + _STEP_FIELDS}
         try:
             with atomic_file(path) as fh:
@@ -281,8 +313,50 @@ class Records:
         return str(path)
 
     def __repr__(self) -> str:
+        s = self.summary()
+        more = ""
+        if self.n_batches:
+            more = (f", mean_echo={s['mean_echo']:.3g}, elapsed={_seconds(s['elapsed_s'])!r}, "
+                    f"wait={_fraction(s['wait_fraction'])!r}")
         return (f"Records(policy={self.policy!r}, echo={self.echo!r}, batch_size={self.batch_size!r}, "
-                f"batches={self.n_batches}, steps={self.n_steps})")
+                f"batches={self.n_batches}, steps={self.n_steps}{more})")
+
+    def _repr_html_(self) -> str:
+        """A notebook's view: the summary with its units, and the verdict."""
+        import html
+
+        s = self.summary()
+        rows = [("policy", self.policy + ("" if self.echo is None else f" (K = {self.echo})")),
+                ("batch size B", "-" if self.batch_size is None else str(self.batch_size)),
+                ("fresh batches / steps", f"{self.n_batches} / {self.n_steps} (mean K {s['mean_echo']:.3g})"
+                 if self.n_batches else "0 / 0"),
+                ("epochs", str(s["epochs"])), ("elapsed", _seconds(s["elapsed_s"])),
+                ("mean load time", _seconds(s["mean_load_time_s"]) + " per batch"),
+                ("mean step time", _seconds(s["mean_step_time_s"])),
+                ("waiting (steady state)", _fraction(s["wait_fraction"]) + " of the time"),
+                ("fresh batches per second", f"{s['fresh_batches_per_s']:.3g}/s"
+                 if math.isfinite(s["fresh_batches_per_s"]) else "-"),
+                ("clock", self.clock or "-")]
+        trs = "".join(f"<tr><th style='text-align:left'>{html.escape(k)}</th><td style='text-align:left'>"
+                      f"{html.escape(v)}</td></tr>" for k, v in rows)
+        verdict = html.escape(self.verdict().line.split("; what echoing saves")[0]) if self.n_batches else ""
+        return (f"<table><caption>echosim Records</caption><tbody>{trs}</tbody></table>"
+                + (f"<p><small>{verdict}</small></p>" if verdict else ""))
+
+
+def _seconds(x: float) -> str:
+    """A duration with its unit (s, ms or µs), '-' if not measured."""
+    if not isinstance(x, (int, float)) or not math.isfinite(x):
+        return "-"
+    if abs(x) >= 1.0:
+        return f"{x:.3g} s"
+    if abs(x) >= 1e-3:
+        return f"{x * 1e3:.3g} ms"
+    return f"{x * 1e6:.3g} µs"
+
+
+def _fraction(x: float) -> str:
+    return f"{x:.0%}" if isinstance(x, (int, float)) and math.isfinite(x) else "-"
 
 
 def _pandas():
@@ -310,5 +384,5 @@ def load_records(path) -> Records:
     bs = meta.get("batch_size")
     if bs is not None and (isinstance(bs, bool) or not isinstance(bs, numbers.Integral)):
         raise ValueError(f"records: {str(path)!r} has a bad batch_size {bs!r}")
-    return Records(meta["policy"], meta.get("echo"), bs,
-                   decisions=tuple(meta.get("decisions", ())), **arrays)
+    return Records(meta["policy"], meta.get("echo"), bs, decisions=tuple(meta.get("decisions", ())),
+                   clock=str(meta.get("clock", "")), **arrays)

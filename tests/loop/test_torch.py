@@ -2,6 +2,7 @@
 squared norms are those of the gradients, the probe comes when due; the example runs."""
 
 import math
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -124,3 +125,16 @@ def test_the_example_runs():
     assert out.returncode == 0, out.stderr[-2000:]
     assert "40 fresh batches" in out.stdout or "41 fresh batches" in out.stdout
     assert "held-out loss" in out.stdout and not math.isnan(float(out.stdout.split("held-out loss ")[1].split(";")[0]))
+
+
+def test_the_loop_example_runs_small():
+    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    out = subprocess.run([sys.executable, str(ROOT / "examples" / "torch_loop.py"), "--examples", "512",
+                          "--batch-size", "32", "--epochs", "2", "--pilot-batches", "6", "--workers", "1"],
+                         capture_output=True, text=True, timeout=600, env=env, cwd=ROOT)
+    assert out.returncode == 0, out.stderr[-2000:]
+    lines = out.stdout.splitlines()
+    assert lines[0].startswith("trained: 32 fresh batches (32 counted by is_echo)")
+    assert lines[1].startswith("verdict of the run: input-bound ")
+    assert "recommended:" in out.stdout and lines[-1].startswith("verdict: input-bound ")
+    assert "of the time to target" in lines[-1] or "keep sync" in lines[-1]
