@@ -35,7 +35,7 @@ from pathlib import Path
 
 
 from echosim.experiments.analysis import analysis_settings
-from echosim.pipeline.model import CAPPED_POLICIES, ECHO_POLICIES, POLICIES, check_echo
+from echosim.pipeline.model import POLICIES, check_echo
 from echosim.training.methods import METHODS
 from echosim.experiments.grid import _AxisRef, _field_for, _Grid, _joint
 from echosim.experiments.limits import MAX_CONFIG_BYTES, check_run_count, check_run_size, check_useful, check_window
@@ -407,18 +407,19 @@ def _resolve(point, labels, usage, caches) -> dict:
     pipeline = None
     policy = None
     if has_pipeline:
-        policy = point.get("pipeline.policy", "fixed")
+        policy = point.get("pipeline.policy", FIELDS["pipeline"]["policy"].default)
         pipeline = _section(point, usage, "pipeline", policy, where=" in [pipeline]")
 
     # ---- optimizer
-    method = point.get("optimizer.method", "echoed_gd")
+    method = point.get("optimizer.method", FIELDS["optimizer"]["method"].default)
     if "optimizer.method" in point:
         usage.use("optimizer.method")
     row = METHODS[method]
     optimizer = {"method": method, **_section(point, usage, "optimizer", method, skip=("method", "echo"))}
     # ---- the echo factor K: owned by the schedule's echo policy (a fixed pipeline, or K
     # steps per batch), checked here once by its owner's check_echo
-    echo_applies = not row.one_step and (pipeline is None or policy in ECHO_POLICIES)
+    prow = None if policy is None else POLICIES.get(policy)
+    echo_applies = not row.one_step and (pipeline is None or (prow is not None and prow.takes_echo))
     echo = None
     if echo_applies:
         K = point.get("optimizer.echo", 1.0)
@@ -429,10 +430,10 @@ def _resolve(point, labels, usage, caches) -> dict:
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
         echo = int(K) if K == math.floor(K) else K
-    elif row.one_step and policy in (*CAPPED_POLICIES, "example"):
+    elif row.one_step and prow is not None and not prow.one_step_per_batch:
         raise ConfigError(f"{lab('optimizer.method')}: {method} takes one step per fresh batch, but "
                           f"{lab('pipeline.policy')} = {policy!r} does not; use policy 'sync' or 'fixed'")
-    elif policy not in CAPPED_POLICIES:
+    elif prow is None or not prow.capped:
         echo = 1
     try:
         with _numerics():
@@ -456,7 +457,7 @@ def _resolve(point, labels, usage, caches) -> dict:
         value, _ = _get(point, usage, "sweep", key, fld.default)
         if value is not None:
             run[key] = value
-    if policy is not None and POLICIES[policy].coupled:
+    if prow is not None and prow.coupled:
         for key in ("time_budget", "max_steps"):
             if key in run:
                 raise ConfigError(f"{lab('sweep.' + key)}: pipeline.policy {policy!r} is simulated with the run "

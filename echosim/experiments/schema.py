@@ -12,9 +12,9 @@ import numpy as np
 
 from echosim.experiments.analysis import DEFAULT_HOLD, DEFAULT_RULE, DEFAULT_WINDOW, RULES
 from echosim.control.auto import AUTO_DEFAULTS, AUTO_OPTIONS
-from echosim.pipeline.model import CAPPED_POLICIES, POLICIES
+from echosim.pipeline.model import BLOCKING, DELIVERIES, MAX_ECHO, POLICIES, policies_taking
 from echosim.training.losses import LOSSES
-from echosim.training.methods import HYPER_FIELDS, METHODS
+from echosim.training.methods import DEFAULT_METHOD, HYPER_FIELDS, METHODS
 from echosim.training.problems import PROBLEMS
 
 __all__ = ["ConfigError", "ConfigWarning", "Field", "FIELDS", "lr_grid", "PAPER_LRS", "SCHEMA", "SECTIONS"]
@@ -238,23 +238,25 @@ FIELDS: dict[str, dict[str, Field]] = {
         "prefetch": Field("int", 2, lo=1, doc="prefetch buffer capacity C"),
         "step_time": Field("service", 1.0, doc="time of one optimizer step (t_down)"),
         "policy": Field("choice", "fixed", choices=tuple(POLICIES), doc="echo policy"),
-        "max_echo": Field("int", 64, lo=1, applies=CAPPED_POLICIES, doc="bound on K_t under greedy and auto"),
+        "max_echo": Field("int", MAX_ECHO, lo=1, applies=policies_taking("max_echo"),
+                          doc="bound on K_t under greedy and auto"),
         "window": Field("int", AUTO_DEFAULTS["window"], lo=AUTO_OPTIONS["window"][0], hi=AUTO_OPTIONS["window"][1],
-                        applies=("auto",), doc="auto: fresh batches per run of the caps' comparisons"),
+                        applies=policies_taking("window"), doc="auto: fresh batches per run of the caps' comparisons"),
         "alpha": Field("float", AUTO_DEFAULTS["alpha"], lo=AUTO_OPTIONS["alpha"][0], hi=AUTO_OPTIONS["alpha"][1],
-                       applies=("auto",), doc="auto: the chance of any wrong move in the job"),
+                       applies=policies_taking("alpha"), doc="auto: the chance of any wrong move in the job"),
         "min_effect": Field("float", AUTO_DEFAULTS["min_effect"], lo=AUTO_OPTIONS["min_effect"][0],
-                            hi=AUTO_OPTIONS["min_effect"][1], applies=("auto",),
+                            hi=AUTO_OPTIONS["min_effect"][1], applies=policies_taking("min_effect"),
                             doc="auto: relative difference in rate below which two caps are equal"),
         "start": Field("int", AUTO_DEFAULTS["start"], lo=AUTO_OPTIONS["start"][0], hi=AUTO_OPTIONS["start"][1],
-                       applies=("auto",), doc="auto: the cap to start from (at most max_echo)"),
-        "shuffle_buffer": Field("int", lo=1, applies=("example",), doc="examples in the shuffle buffer"),
-        "delivery": Field("choice", "ordered", choices=("ordered", "unordered")),
-        "blocking": Field("choice", "after", choices=("after", "before")),
+                       applies=policies_taking("start"), doc="auto: the cap to start from (at most max_echo)"),
+        "shuffle_buffer": Field("int", lo=1, applies=policies_taking("shuffle_buffer"),
+                                doc="examples in the shuffle buffer"),
+        "delivery": Field("choice", "ordered", choices=DELIVERIES),
+        "blocking": Field("choice", "after", choices=BLOCKING),
         "switch_overhead": Field("float", 0.0, lo=0, doc="time to switch to a new batch"),
     },
     "optimizer": {
-        "method": Field("choice", "echoed_gd", choices=tuple(METHODS)),
+        "method": Field("choice", DEFAULT_METHOD, choices=tuple(METHODS)),
         "lr": Field("lr", required=True, doc="learning rate η"),
         "batch_size": Field("int", lo=1, required=True, doc="B"),
         "echo": Field("echo", 1.0, doc="K, steps per fresh batch"),

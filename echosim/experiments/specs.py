@@ -16,7 +16,7 @@ import numpy as np
 
 from echosim._version import __version__
 from echosim.experiments.schema import SCHEMA
-from echosim.pipeline.model import ECHO_POLICIES
+from echosim.pipeline.model import POLICIES
 
 __all__ = ["RunSpec", "SweepConfig", "canonical_json", "strict_jsonable", "stable_hash", "with_lr", "build_problem",
            "build_optimizer", "build_pipeline", "loss_of"]
@@ -237,7 +237,7 @@ def build_pipeline(pipeline: dict, echo=None):
     kw = {k: pipeline[k] for k in ("workers", "prefetch", "policy", "delivery", "blocking", "switch_overhead")}
     if "max_echo" in pipeline:
         kw["max_echo"] = pipeline["max_echo"]
-    if pipeline["policy"] in ECHO_POLICIES:
+    if POLICIES[pipeline["policy"]].takes_echo:
         kw["echo"] = echo
     if pipeline.get("shuffle_buffer") is not None:
         kw["shuffle_buffer"] = pipeline["shuffle_buffer"]

@@ -67,7 +67,7 @@ from typing import Callable, ClassVar, Union
 import numpy as np
 
 __all__ = ["Optimizer", "MinibatchSGD", "EchoedGD", "EchoedSGD", "EchoedNesterov", "EchoedProx", "EchoedHeavyBall",
-           "EchoedAdam", "EchoedAdamW", "Method", "METHODS", "HYPER_FIELDS", "ADAPTIVE_LRS", "learning_rates",
+           "EchoedAdam", "EchoedAdamW", "Method", "METHODS", "DEFAULT_METHOD", "HYPER_FIELDS", "ADAPTIVE_LRS", "learning_rates",
            "get_method", "check_rows"]
 
 LearningRate = Union[float, np.ndarray, Callable[[np.ndarray], np.ndarray]]
@@ -428,6 +428,8 @@ METHODS: dict[str, Method] = {m.name: m for m in (
            lr_grid=ADAPTIVE_LRS),
 )}
 """The registry of optimizer methods: config name → row. Nothing else lists methods."""
+DEFAULT_METHOD = "echoed_gd"
+"""The method of a config, a plot or a plan that names none (a row of `METHODS`)."""
 
 HYPER_FIELDS = {
     "sub_batch": dict(kind="int", lo=1, doc="rows per step (a random sub-batch of the fresh batch)"),

@@ -781,7 +781,7 @@ def run(problem: Problem, optimizer: Optimizer, *, batch_size: int, echo=1, n_ba
             traj = c.trajectory
             traj.info.update({f"auto.{k}": v for k, v in c.summary().items()})
             return traj if first_loss else dataclasses.replace(traj, first_loss=None)
-        echo = simulate(echo, n_batches, seed, batch_size=batch_size if echo.policy == "example" else None)
+        echo = simulate(echo, n_batches, seed, batch_size=batch_size if POLICIES[echo.policy].shuffles_examples else None)
     state = _whole(problem, [optimizer], False, batch_size, echo, n_batches, seed, dtype, log, log_unit, w0,
                    first_loss, quiet)
     return state.trajectory()
