@@ -46,6 +46,7 @@ __all__ = [
     "DEFAULT_RULE",
     "DEFAULT_HOLD",
     "DEFAULT_WINDOW",
+    "DEFAULT_RTOL",
     "trailing_mean",
     "loss_threshold",
     "convergence_index",
@@ -76,7 +77,11 @@ def trailing_mean(values, window: int) -> np.ndarray:
     return out
 
 
-def loss_threshold(F_star: float, rtol: float | None = 0.01, atol: float | None = None) -> float:
+DEFAULT_RTOL = 0.01
+"""The target of every sweep, figure and run that states none: loss <= (1 + rtol)·F*."""
+
+
+def loss_threshold(F_star: float, rtol: float | None = DEFAULT_RTOL, atol: float | None = None) -> float:
     """The loss level that counts as converged: (1 + rtol)·F* or F* + atol."""
     if (rtol is None) == (atol is None):
         raise ValueError("give exactly one of rtol (relative to F*) or atol (excess risk)")
@@ -140,7 +145,7 @@ def convergence_index(loss, threshold: float, window: int = DEFAULT_WINDOW, rule
     return int(hit[0]) if hit.size else -1
 
 
-def convergence(curve: Mapping[str, np.ndarray], F_star: float, *, rtol: float | None = 0.01,
+def convergence(curve: Mapping[str, np.ndarray], F_star: float, *, rtol: float | None = DEFAULT_RTOL,
                 atol: float | None = None, fraction: float | None = None, window: int = DEFAULT_WINDOW,
                 iterate: str = "last", status: str = "ok", rule: str = DEFAULT_RULE,
                 hold: int = DEFAULT_HOLD) -> dict:
@@ -190,12 +195,12 @@ def convergence(curve: Mapping[str, np.ndarray], F_star: float, *, rtol: float |
 
 def analysis_settings(settings: Mapping | None = None) -> dict:
     """A sweep's analysis settings with every key present: the target (rtol, atol or
-    fraction; rtol = 0.01 if none is given), window, rule, hold, iterate and tune_by.
+    fraction; rtol = `DEFAULT_RTOL` if none is given), window, rule, hold, iterate and tune_by.
     Keys of `settings` that are missing or None take the defaults defined here."""
     given = dict(settings or {})
     out = {"rtol": given.get("rtol"), "atol": given.get("atol"), "fraction": given.get("fraction")}
     if all(v is None for v in out.values()):
-        out["rtol"] = 0.01
+        out["rtol"] = DEFAULT_RTOL
     defaults = {"window": DEFAULT_WINDOW, "rule": DEFAULT_RULE, "hold": DEFAULT_HOLD, "iterate": "last",
                 "tune_by": "batches"}
     for k, v in defaults.items():

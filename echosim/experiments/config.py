@@ -41,7 +41,6 @@ from echosim.experiments.grid import _AxisRef, _field_for, _Grid, _joint
 from echosim.experiments.limits import MAX_CONFIG_BYTES, check_run_count, check_run_size, check_useful, check_window
 from echosim.pipeline.sizes import check_file_size, memory_limit, read_bounded
 from echosim.experiments.schema import (
-    _PROBLEM_DEFAULTS,
     _RUN_KEYS,
     _SETTING_KEYS,
     DEFAULT_TOML,
@@ -381,7 +380,7 @@ def _resolve(point, labels, usage, caches) -> dict:
     for key, fld in FIELDS["problem"].items():
         if key == "kind":
             continue
-        default = _PROBLEM_DEFAULTS.get(kind, {}).get(key, fld.default)
+        default = fld.default_for(kind)
         value, _ = _get(point, usage, "problem", key, default, kind)
         if fld.applies and kind not in fld.applies:
             continue

@@ -196,7 +196,7 @@ def build_problem(problem: dict):
     if kind == "dataset":
         obj = _build_dataset(problem)
     else:
-        obj = PROBLEMS[kind](**{k: v for k, v in problem.items() if k != "kind"})
+        obj = PROBLEMS[kind].build(**{k: v for k, v in problem.items() if k != "kind"})
     if len(_PROBLEM_CACHE) > 64:
         _PROBLEM_CACHE.clear()
     _PROBLEM_CACHE[key] = obj
@@ -225,7 +225,8 @@ def loss_of(problem: dict) -> str:
     """The loss name of a resolved problem dict (a synthetic kind's own, or a dataset's ``loss``)."""
     from echosim.training.problems import PROBLEMS
 
-    return problem["loss"] if problem["kind"] == "dataset" else PROBLEMS[problem["kind"]].loss
+    row = PROBLEMS[problem["kind"]]
+    return problem["loss"] if row.loss is None else row.loss
 
 
 def build_pipeline(pipeline: dict, echo=None):

@@ -20,7 +20,10 @@ The derivations are in docs/background/problems.md.
 
 from __future__ import annotations
 
+import inspect
 import math
+from dataclasses import dataclass
+
 import numpy as np
 
 from echosim.pipeline.sizes import check_fits
@@ -37,6 +40,9 @@ STREAM_DATA = 0
 STREAM_OPTIMIZER = 1
 
 DESIGNS = ("gaussian", "sphere")
+"""Designs of the synthetic problems: x ~ N(0, diag(i^-decay)), or uniform on a sphere."""
+NOISES = ("gaussian", "uniform")
+"""Label-noise laws of `LeastSquares`."""
 
 
 def block_rng(seed: int, stream: int, block: int) -> np.random.Generator:
@@ -277,7 +283,7 @@ class LeastSquares(_SyntheticDesign, Problem):
     def __init__(self, dim, design="gaussian", decay=0.0, radius=1.0, noise="gaussian",
                  noise_std=0.5, w_star=None, w_star_norm=1.0):
         self._init_design(dim, design, decay, radius)
-        self.noise = _choice("noise", noise, ("gaussian", "uniform"))
+        self.noise = _choice("noise", noise, NOISES)
         self.noise_std = _nonnegative("noise_std", noise_std)
         self.w_star_norm = float(w_star_norm)
         self.w_star = _w_star(w_star, w_star_norm, self._dim)
@@ -558,5 +564,43 @@ def _margins(X, w):
     return margins(X, np.ascontiguousarray(w))
 
 
-PROBLEMS = {"least_squares": LeastSquares, "logistic": Logistic, "dataset": Dataset}
-"""The registry of problem kinds: config name → class."""
+@dataclass(frozen=True)
+class ProblemKind:
+    """One problem kind (the config's ``problem.kind``): its class, whether it is a
+    synthetic design (`LeastSquares`, `Logistic`) or a finite table (`Dataset`), and a
+    small ill-conditioned instance of it as config keys (``preset``, the planner's
+    ``--problem NAME``). The defaults of its parameters are its constructor's."""
+
+    name: str
+    cls: type
+    doc: str
+    synthetic: bool = True
+    preset: dict | None = None
+
+    @property
+    def defaults(self) -> dict:
+        """Parameter → default, read from the constructor (parameters without one, or
+        with default None, are left out)."""
+        params = inspect.signature(self.cls.__init__).parameters.values()
+        return {p.name: p.default for p in params if p.default is not inspect.Parameter.empty and p.default is not None}
+
+    @property
+    def loss(self) -> str | None:
+        """The loss of every instance (a row of `echosim.training.losses.LOSSES`), or None
+        where each instance names its own (`Dataset`)."""
+        return self.cls.__dict__.get("loss")
+
+    def build(self, **params) -> Problem:
+        """An instance from keyword parameters (the constructor validates them)."""
+        return self.cls(**params)
+
+
+PROBLEMS: dict[str, ProblemKind] = {k.name: k for k in (
+    ProblemKind("least_squares", LeastSquares, "linear regression with label noise, exact population risk",
+                # ill-conditioned (eigenvalues i^-2, condition number 100), so curvature, not only noise, sets T
+                preset={"dim": 10, "design": "gaussian", "decay": 2.0, "w_star_norm": 1.0, "noise_std": 0.5}),
+    ProblemKind("logistic", Logistic, "logistic regression with labels from the model, exact population risk",
+                preset={"dim": 10, "design": "gaussian", "decay": 2.0, "w_star_norm": 3.0}),
+    ProblemKind("dataset", Dataset, "a finite table, batches drawn with replacement", synthetic=False),
+)}
+"""The registry of problem kinds: config name → row. Nothing else lists them or their defaults."""
