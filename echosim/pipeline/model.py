@@ -104,11 +104,10 @@ Examples
 from __future__ import annotations
 
 import math
-import numbers
 from dataclasses import dataclass
 from typing import Any
 
-
+from echosim._validate import check_choice, check_int, check_real, is_real
 from echosim.control.auto import AUTO_DEFAULTS, AUTO_OPTIONS, check_auto_option
 from echosim.pipeline.service_times import as_service_time
 from echosim.pipeline.service_times import ServiceTime
@@ -185,30 +184,18 @@ BLOCKING = ("before", "after")
 
 
 # ---------------------------------------------------------------------------
-# validation helpers: ValueError naming the field and what is allowed
-
-
-def _int_field(name: str, value: Any, lo: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < lo:
-        raise ValueError(f"{name} must be an integer >= {lo}, got {value!r}")
-    return int(value)
+# validation: echosim._validate's checks, and K's own (its owner is the echo policy)
 
 
 def check_echo(value: Any, name: str = "echo", integer: bool = False) -> float | int:
     """The echo factor K (Choi et al.'s e): a finite number >= 1, an integer where asked."""
-    ok = not isinstance(value, bool) and isinstance(value, numbers.Real) and math.isfinite(value) and value >= 1
+    ok = is_real(value) and math.isfinite(value) and value >= 1
     if ok and integer and value != math.floor(value):
         raise ValueError(f"{name} must be an integer >= 1 (a non-integer echo factor needs pipeline policy "
                          f"'fixed', which rounds it at random), got {value!r}")
     if not ok:
         raise ValueError(f"{name} must be {'an integer' if integer else 'a finite number'} >= 1, got {value!r}")
     return int(value) if integer else float(value)
-
-
-def _choice(name: str, value: Any, allowed: tuple[str, ...]) -> str:
-    if not isinstance(value, str) or value not in allowed:
-        raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
-    return value
 
 
 def _service(name: str, value: Any) -> ServiceTime:
@@ -273,19 +260,16 @@ class Pipeline:
     def __post_init__(self) -> None:
         set_ = object.__setattr__
         set_(self, "arrival", _service("Pipeline.arrival", self.arrival))
-        set_(self, "workers", _int_field("Pipeline.workers", self.workers, 1))
+        set_(self, "workers", check_int("Pipeline.workers", self.workers, 1))
         check_fits("Pipeline.workers", self.workers, 24, what="the state of every loader worker")
-        set_(self, "prefetch", _int_field("Pipeline.prefetch", self.prefetch, 1))
+        set_(self, "prefetch", check_int("Pipeline.prefetch", self.prefetch, 1))
         set_(self, "step_time", _service("Pipeline.step_time", self.step_time))
-        set_(self, "policy", _choice("Pipeline.policy", self.policy, tuple(POLICIES)))
+        set_(self, "policy", check_choice("Pipeline.policy", self.policy, tuple(POLICIES)))
         params = POLICIES[self.policy].params
-        set_(self, "max_echo", _int_field("Pipeline.max_echo", self.max_echo, 1))
-        set_(self, "delivery", _choice("Pipeline.delivery", self.delivery, DELIVERIES))
-        set_(self, "blocking", _choice("Pipeline.blocking", self.blocking, BLOCKING))
-        h = self.switch_overhead
-        if isinstance(h, bool) or not isinstance(h, numbers.Real) or not (math.isfinite(h) and h >= 0):
-            raise ValueError(f"Pipeline.switch_overhead must be a finite number >= 0, got {h!r}")
-        set_(self, "switch_overhead", float(h))
+        set_(self, "max_echo", check_int("Pipeline.max_echo", self.max_echo, 1))
+        set_(self, "delivery", check_choice("Pipeline.delivery", self.delivery, DELIVERIES))
+        set_(self, "blocking", check_choice("Pipeline.blocking", self.blocking, BLOCKING))
+        set_(self, "switch_overhead", check_real("Pipeline.switch_overhead", self.switch_overhead, lo=0.0))
         e = self.echo
         if "echo" in params:
             if e is None:
@@ -304,7 +288,7 @@ class Pipeline:
                     f"Pipeline.shuffle_buffer applies only to policy {' and '.join(map(repr, takes))}, got {S!r} "
                     f"with policy {self.policy!r}"
                 )
-            set_(self, "shuffle_buffer", _int_field("Pipeline.shuffle_buffer", S, 1))
+            set_(self, "shuffle_buffer", check_int("Pipeline.shuffle_buffer", S, 1))
             check_fits("Pipeline.shuffle_buffer", self.shuffle_buffer, 8, what="the example ids it holds")
         for name in AUTO_OPTIONS:
             v = getattr(self, name)
