@@ -39,6 +39,8 @@ from typing import Mapping
 
 import numpy as np
 
+from echosim._validate import check_int, is_int
+
 __all__ = [
     "ITERATES",
     "UNITS",
@@ -69,8 +71,7 @@ UNITS = {"batches": "T", "steps": "KT", "samples": "BT", "time": "wall-clock"}
 def trailing_mean(values, window: int) -> np.ndarray:
     """Mean of the last `window` values at each point; NaN until a full window exists."""
     v = np.asarray(values, dtype=np.float64)
-    if isinstance(window, bool) or not isinstance(window, (int, np.integer)) or window < 1:
-        raise ValueError(f"window must be an integer >= 1, got {window!r}")
+    check_int("window", window, lo=1)
     out = np.full(v.shape, np.nan)
     if v.size >= window:
         out[window - 1:] = np.lib.stride_tricks.sliding_window_view(v, window).mean(axis=1)
@@ -128,7 +129,7 @@ def convergence_index(loss, threshold: float, window: int = DEFAULT_WINDOW, rule
             return -1
         outside = np.nonzero(~inside)[0]
         return int(outside[-1]) + 1 if outside.size else 0
-    if isinstance(hold, bool) or not isinstance(hold, (int, np.integer)) or hold < 0:
+    if not is_int(hold) or hold < 0:
         raise ValueError(f"hold must be an integer >= 0 (fresh batches), got {hold!r}")
     if batches is None:
         raise ValueError("the hold rule needs the fresh-batch count of every logged point (batches)")

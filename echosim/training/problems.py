@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from echosim._validate import check_choice, check_int, check_real, is_int
 from echosim.pipeline.sizes import check_fits
 from echosim.training import logistic_risk as _logistic_risk
 from echosim.training.losses import LOSSES, get_loss
@@ -50,34 +51,15 @@ def block_rng(seed: int, stream: int, block: int) -> np.random.Generator:
     return np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(stream, block)))
 
 
-def _positive(name, value):
-    if not (isinstance(value, (int, float, np.integer, np.floating)) and math.isfinite(value) and value > 0):
-        raise ValueError(f"{name} must be a positive finite number, got {value!r}")
-    return float(value)
-
-
-def _nonnegative(name, value):
-    if not (isinstance(value, (int, float, np.integer, np.floating)) and math.isfinite(value) and value >= 0):
-        raise ValueError(f"{name} must be a non-negative finite number, got {value!r}")
-    return float(value)
-
-
-def _choice(name, value, allowed):
-    if value not in allowed:
-        raise ValueError(f"{name} must be one of {', '.join(map(repr, allowed))}; got {value!r}")
-    return value
-
-
 def _dimension(dim):
-    if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)) or dim < 1:
-        raise ValueError(f"dim must be a positive integer, got {dim!r}")
-    check_fits("dim", int(dim), 64, what="w*, the spectrum, the iterates and their averages")
-    return int(dim)
+    dim = check_int("dim", dim, lo=1)
+    check_fits("dim", dim, 64, what="w*, the spectrum, the iterates and their averages")
+    return dim
 
 
 def _w_star(w_star, w_star_norm, dim):
     if w_star is None:
-        norm = _nonnegative("w_star_norm", w_star_norm)
+        norm = check_real("w_star_norm", w_star_norm, lo=0.0)
         return np.full(dim, norm / math.sqrt(dim))
     w = np.asarray(w_star, dtype=np.float64)
     if w.shape != (dim,):
@@ -211,9 +193,9 @@ class _SyntheticDesign:
 
     def _init_design(self, dim, design, decay, radius):
         self._dim = _dimension(dim)
-        self.design = _choice("design", design, DESIGNS)
-        self.decay = _nonnegative("decay", decay)
-        self.radius = _positive("radius", radius)
+        self.design = check_choice("design", design, DESIGNS)
+        self.decay = check_real("decay", decay, lo=0.0)
+        self.radius = check_real("radius", radius, lo=0.0, lo_open=True)
         if self.design == "sphere":
             self.eigenvalues = np.full(self._dim, self.radius**2 / self._dim)
         else:
@@ -283,8 +265,8 @@ class LeastSquares(_SyntheticDesign, Problem):
     def __init__(self, dim, design="gaussian", decay=0.0, radius=1.0, noise="gaussian",
                  noise_std=0.5, w_star=None, w_star_norm=1.0):
         self._init_design(dim, design, decay, radius)
-        self.noise = _choice("noise", noise, NOISES)
-        self.noise_std = _nonnegative("noise_std", noise_std)
+        self.noise = check_choice("noise", noise, NOISES)
+        self.noise_std = check_real("noise_std", noise_std, lo=0.0)
         self.w_star_norm = float(w_star_norm)
         self.w_star = _w_star(w_star, w_star_norm, self._dim)
         self.F_star = 0.5 * self.noise_std**2
@@ -438,14 +420,13 @@ class Dataset(Problem):
             if np.any(y < 0) or np.any(y != np.round(y)):
                 raise ValueError("y must hold class indices 0, 1, ..., C-1 for the softmax loss")
             C = int(y.max()) + 1 if n_classes is None else n_classes
-            if isinstance(C, bool) or not isinstance(C, (int, np.integer)) or C < 2 or y.max() >= C:
+            if not is_int(C) or C < 2 or y.max() >= C:
                 raise ValueError(f"n_classes must be an integer >= 2 above every label, got {n_classes!r}")
             self.n_classes = int(C)
-        self.l2 = _nonnegative("l2", l2)
+        self.l2 = check_real("l2", l2, lo=0.0)
         self.X, self.y, self.name = X, y, str(name)
         self._eval = (X, y)
-        if eval_rows is not None and (isinstance(eval_rows, bool) or not isinstance(eval_rows, (int, np.integer))
-                                      or eval_rows < 1):
+        if eval_rows is not None and (not is_int(eval_rows) or eval_rows < 1):
             raise ValueError(f"eval_rows must be a positive integer (rows of the risk's subsample), got {eval_rows!r}")
         self.w_star = self._solve()
         self.eval_rows, self.eval_bias = X.shape[0], 0.0
