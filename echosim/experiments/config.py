@@ -56,7 +56,7 @@ from echosim.experiments.specs import (
     RunSpec,
     SweepConfig,
     _derive_seed,
-    _jsonable,
+    jsonable,
     build_optimizer,
     build_pipeline,
     build_problem,
@@ -563,7 +563,7 @@ def _usable_service(svc):
 
 def _service_dict(svc) -> dict:
     d = svc.to_dict()
-    return {k: _jsonable(v) for k, v in d.items()}
+    return {k: jsonable(v) for k, v in d.items()}
 
 
 def _resolve_dataset(problem: dict, lab) -> dict:

@@ -18,20 +18,23 @@ from echosim._version import __version__
 from echosim.experiments.schema import SCHEMA
 from echosim.pipeline.model import POLICIES
 
-__all__ = ["RunSpec", "SweepConfig", "canonical_json", "strict_jsonable", "stable_hash", "with_lr", "build_problem",
+__all__ = ["RunSpec", "SweepConfig", "canonical_json", "jsonable", "strict_jsonable", "stable_hash", "with_lr", "build_problem",
            "build_optimizer", "build_pipeline", "loss_of"]
 
 
 # --------------------------------------------------------------------------- hashing
 
 
-def _jsonable(v):
+def jsonable(v):
+    """`v` with NumPy values as Python ones, tuples and arrays as lists and keys as
+    strings: what `json.dumps` takes (NaN and ±inf stay floats; see `strict_jsonable`).
+    The one conversion of NumPy values to JSON: run ids, store rows, manifests, reports."""
     if isinstance(v, dict):
-        return {str(k): _jsonable(x) for k, x in v.items()}
+        return {str(k): jsonable(x) for k, x in v.items()}
     if isinstance(v, (list, tuple)):
-        return [_jsonable(x) for x in v]
+        return [jsonable(x) for x in v]
     if isinstance(v, np.ndarray):
-        return [_jsonable(x) for x in v.tolist()]
+        return [jsonable(x) for x in v.tolist()]
     if isinstance(v, (np.integer,)):
         return int(v)
     if isinstance(v, (np.floating,)):
@@ -41,10 +44,13 @@ def _jsonable(v):
     return v
 
 
+_jsonable = jsonable  # the former private name, still imported by echosim.planner.simulated
+
+
 def strict_jsonable(v):
-    """`_jsonable`, with every non-finite float (NaN, ±inf) as None: what strict JSON parsers
+    """`jsonable`, with every non-finite float (NaN, ±inf) as None: what strict JSON parsers
     accept (``json.dumps(..., allow_nan=False)`` then holds)."""
-    v = _jsonable(v)
+    v = jsonable(v)
     if isinstance(v, dict):
         return {k: strict_jsonable(x) for k, x in v.items()}
     if isinstance(v, list):
@@ -56,7 +62,7 @@ def strict_jsonable(v):
 
 def canonical_json(obj) -> str:
     """Sorted-key, compact JSON: the text that run ids and config hashes are taken of."""
-    return json.dumps(_jsonable(obj), sort_keys=True, separators=(",", ":"), allow_nan=False)
+    return json.dumps(jsonable(obj), sort_keys=True, separators=(",", ":"), allow_nan=False)
 
 
 def stable_hash(obj, n: int = 16) -> str:
