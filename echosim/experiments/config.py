@@ -53,10 +53,9 @@ from echosim.experiments.schema import (
     _show,
 )
 from echosim.experiments.specs import (
-    RunSpec,
     SweepConfig,
-    _derive_seed,
     jsonable,
+    make_spec,
     build_optimizer,
     build_pipeline,
     build_problem,
@@ -306,7 +305,7 @@ def _expand(grid: _Grid, settings: dict, *, source, text, overrides) -> SweepCon
             caches["useful"][ukey] = check_useful(base, lambda p, labels=labels: labels.get(p, p), notes)
         most_points = max(most_points, caches["useful"][ukey])
         for rep in range(settings["repetitions"]):
-            spec = _make_spec(base, rep, settings["seed"])
+            spec = make_spec(base, rep, settings["seed"])
             if spec.run_id in seen:
                 continue
             seen.add(spec.run_id)
@@ -597,19 +596,5 @@ def _resolve_dataset(problem: dict, lab) -> dict:
     return out
 
 
-def _make_spec(base: dict, rep: int, base_seed: int) -> RunSpec:
-    problem, optimizer, pipeline, run = base["problem"], base["optimizer"], base["pipeline"], base["run"]
-    h_problem = int(stable_hash(problem, 16), 16)
-    seed = _derive_seed(base_seed, 0, h_problem >> 32, h_problem & 0xFFFFFFFF, optimizer["batch_size"], rep)
-    pseed = None
-    if pipeline is not None:
-        timing = {k: pipeline[k] for k in ("arrival", "step_time", "workers", "prefetch", "delivery",
-                                           "blocking", "switch_overhead")}
-        h_pipe = int(stable_hash(timing, 16), 16)
-        pseed = _derive_seed(base_seed, 1, h_pipe >> 32, h_pipe & 0xFFFFFFFF, rep)
-    spec = RunSpec(problem=problem, optimizer=optimizer, pipeline=pipeline, echo=base["echo"], run=run, repetition=rep,
-                   base_seed=base_seed, seed=seed, pipeline_seed=pseed, run_id="", labels=base["labels"])
-    object.__setattr__(spec, "run_id", stable_hash(spec.resolved(), 16))
-    return spec
 
 

@@ -114,7 +114,7 @@ def check_run_size(base: dict, lab) -> None:
     """Refuse one resolved grid point (config._resolve's dict) that cannot fit; `lab` maps key paths to labels."""
     from echosim.experiments.specs import build_pipeline
     from echosim.pipeline.schedule import mean_batch_time, schedule_bytes_per_batch
-    from echosim.pipeline.stream import _estimate_echo
+    from echosim.pipeline.stream import estimate_echo
 
     problem = base["problem_obj"]
     opt, run, pipe_dict = base["optimizer"], base["run"], base["pipeline"]
@@ -132,7 +132,7 @@ def check_run_size(base: dict, lab) -> None:
         K, k_key, per_batch, workers = float(base["echo"] or 1), "optimizer.echo", 8.0, 0
     else:
         if row.capped:
-            K, k_key = _estimate_echo(pipeline), "pipeline.max_echo"
+            K, k_key = estimate_echo(pipeline), "pipeline.max_echo"
         else:
             K, k_key = float(pipeline.echo or 1), "optimizer.echo"
         per_batch = schedule_bytes_per_batch(pipeline, B if row.shuffles_examples else None)

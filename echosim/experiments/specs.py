@@ -18,8 +18,8 @@ from echosim._version import __version__
 from echosim.experiments.schema import SCHEMA
 from echosim.pipeline.model import POLICIES
 
-__all__ = ["RunSpec", "SweepConfig", "canonical_json", "jsonable", "strict_jsonable", "stable_hash", "with_lr", "build_problem",
-           "build_optimizer", "build_pipeline", "loss_of"]
+__all__ = ["RunSpec", "SweepConfig", "canonical_json", "jsonable", "strict_jsonable", "stable_hash", "make_spec",
+           "with_lr", "build_problem", "build_optimizer", "build_pipeline", "loss_of"]
 
 
 # --------------------------------------------------------------------------- hashing
@@ -176,6 +176,25 @@ class SweepConfig:
 def _slug(s: str) -> str:
     out = "".join(c if c.isalnum() or c in "-_." else "-" for c in s).strip("-.")
     return out or "sweep"
+
+
+def make_spec(base: dict, rep: int, base_seed: int) -> RunSpec:
+    """The run of one resolved grid point (``problem``, ``optimizer``, ``pipeline``, ``echo``,
+    ``run``, ``labels``) at repetition `rep`: its data seed from (base seed, problem, B,
+    rep), its loader seed from (base seed, the pipeline's timing keys, rep), its run id."""
+    problem, optimizer, pipeline, run = base["problem"], base["optimizer"], base["pipeline"], base["run"]
+    h_problem = int(stable_hash(problem, 16), 16)
+    seed = _derive_seed(base_seed, 0, h_problem >> 32, h_problem & 0xFFFFFFFF, optimizer["batch_size"], rep)
+    pseed = None
+    if pipeline is not None:
+        timing = {k: pipeline[k] for k in ("arrival", "step_time", "workers", "prefetch", "delivery",
+                                           "blocking", "switch_overhead")}
+        h_pipe = int(stable_hash(timing, 16), 16)
+        pseed = _derive_seed(base_seed, 1, h_pipe >> 32, h_pipe & 0xFFFFFFFF, rep)
+    spec = RunSpec(problem=problem, optimizer=optimizer, pipeline=pipeline, echo=base["echo"], run=run, repetition=rep,
+                   base_seed=base_seed, seed=seed, pipeline_seed=pseed, run_id="", labels=base["labels"])
+    object.__setattr__(spec, "run_id", stable_hash(spec.resolved(), 16))
+    return spec
 
 
 def with_lr(spec: RunSpec, lr: float) -> RunSpec:

@@ -18,7 +18,7 @@ from echosim.pipeline.model import CAPPED_POLICIES as _GREEDY, ECHO_POLICIES, PO
 from echosim.pipeline.sizes import check_fits
 from echosim.pipeline.stream import (
     DerivedSteps, EventLoop, HeldSteps, Inputs, _example_copies, _example_extra, _round_echo, _StepTimes,
-    _estimate_echo, derived_steps, draw_inputs, redrawn_durations,
+    estimate_echo, derived_steps, draw_inputs, redrawn_durations,
 )
 
 __all__ = ["Schedule", "simulate", "simulate_deciding", "simulate_until", "simulate_with_times", "echo_schedule"]
@@ -270,7 +270,7 @@ def schedule_bytes_per_batch(pipeline: Pipeline, batch_size: int | None = None) 
     (a long one derives them only when asked for, but must be able to hand them out)."""
     steps = {"sync": 1.0, "fixed": pipeline.echo, "example": pipeline.echo}.get(pipeline.policy)
     if steps is None:  # greedy: about what the event loop allocates up front
-        steps = 1.1 * _estimate_echo(pipeline)
+        steps = 1.1 * estimate_echo(pipeline)
     per = 64.0 + 32.0 * steps
     if pipeline.policy == "example":
         per += (batch_size or 1) * (1.0 + 8.0 * steps)  # extra copies, example ids of every step
