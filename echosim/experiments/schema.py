@@ -4,12 +4,12 @@ where it applies (`FIELDS`), the learning-rate grids, and `ConfigError`."""
 from __future__ import annotations
 
 import math
-import numbers
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from echosim._validate import is_int, is_real
 from echosim.experiments.analysis import DEFAULT_HOLD, DEFAULT_RTOL, DEFAULT_RULE, DEFAULT_WINDOW, RULES
 from echosim.control.auto import AUTO_DEFAULTS, AUTO_OPTIONS
 from echosim.pipeline.model import BLOCKING, DELIVERIES, MAX_ECHO, POLICIES, policies_taking
@@ -40,8 +40,7 @@ class ConfigWarning(UserWarning):
     """A legal but pointless config value: one line naming the key path and why."""
 
 
-def _is_real(v) -> bool:
-    return isinstance(v, numbers.Real) and not isinstance(v, bool)
+_is_real = is_real  # a number, not a bool (echosim._validate)
 
 
 def lr_grid(start: float, stop: float, per_decade: float | None = None, num: int | None = None) -> list[float]:
@@ -70,7 +69,7 @@ def lr_grid(start: float, stop: float, per_decade: float | None = None, num: int
             return [float(10 ** (lo + i / per_decade)) for i in range(n + 1)]
         except OverflowError:  # stop within rounding of the largest float
             raise ConfigError(f"lr: stop={stop:g} is too close to the largest float; give a smaller stop") from None
-    if isinstance(num, bool) or not isinstance(num, numbers.Integral) or num < 1:
+    if not is_int(num) or num < 1:
         raise ConfigError(f"lr.num: must be an integer >= 1, got {num!r}")
     if num > MAX_GRID_VALUES:
         raise ConfigError(f"lr.num: {num:,} learning rates, more than the limit of {MAX_GRID_VALUES:,}")
@@ -140,7 +139,7 @@ class Field:
         bad = ConfigError(f"{label}: must be {self.describe()}, got {_show(value)}")
         k = self.kind
         if k == "int":
-            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value > INT_MAX:
+            if not is_int(value) or value > INT_MAX:
                 raise bad
             value = int(value)
         elif k == "float":
@@ -178,7 +177,7 @@ class Field:
         elif k == "log_every":
             if value == "auto":
                 return value
-            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not 1 <= value <= INT_MAX:
+            if not is_int(value) or not 1 <= value <= INT_MAX:
                 raise bad
             return int(value)
         elif k == "echo":  # K is checked once, by its owner, when the run is resolved (config._resolve)

@@ -1,5 +1,8 @@
 """Problems: a stream of fresh batches, the population risk F, w*, F* and β, ρ, D.
 
+The kinds a config names are the rows of `PROBLEMS` (class, defaults, a preset
+instance), which the config schema and the planner read.
+
 A problem draws i.i.d. examples; fresh batch t is a pure function of
 (seed, t, batch size), so runs that share a seed see the same batches whatever
 their echo factor, policy or optimizer (common random numbers).
