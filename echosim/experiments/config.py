@@ -333,8 +333,8 @@ def _expand(grid: _Grid, settings: dict, *, source, text, overrides) -> SweepCon
 def _applies_text(section, key, fld) -> str:
     if fld is None or not fld.applies:
         if section == "optimizer" and key == "echo":
-            return (" (optimizer.echo applies to echoed methods without a pipeline or with pipeline.policy "
-                    "'fixed' or 'example')")
+            takes = " or ".join(repr(name) for name, p in POLICIES.items() if p.takes_echo)
+            return f" (optimizer.echo applies to echoed methods without a pipeline or with pipeline.policy {takes})"
         return ""
     what = {"problem": "problem.kind", "optimizer": "optimizer.method", "pipeline": "pipeline.policy"}[section]
     return f" (it applies only when {what} is {' or '.join(repr(a) for a in fld.applies)})"
