@@ -60,12 +60,13 @@ holds every method and config key documented there).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, fields
 from typing import Callable, ClassVar, Union
 
 import numpy as np
 
-from echosim._validate import check_int, check_real
+from echosim._validate import check_int, check_real, is_real
 
 __all__ = ["Optimizer", "MinibatchSGD", "EchoedGD", "EchoedSGD", "EchoedNesterov", "EchoedProx", "EchoedHeavyBall",
            "EchoedAdam", "EchoedAdamW", "Method", "METHODS", "DEFAULT_METHOD", "HYPER_FIELDS", "ADAPTIVE_LRS", "learning_rates",
@@ -131,7 +132,9 @@ def _check_lr(lr):
 
 def _fraction(name, value):
     """A number in [0, 1) (momenta, Adam's betas)."""
-    return check_real(name, value, lo=0.0, hi=1.0, hi_open=True)
+    if not (is_real(value) and math.isfinite(value) and 0 <= value < 1):
+        raise ValueError(f"{name} must be a number in [0, 1), got {value!r}")
+    return float(value)
 
 
 class Optimizer:
