@@ -1,4 +1,5 @@
-"""Numba event loop of the data-pipeline simulator (private; use `echosim.pipeline`).
+"""Numba event loop of the data-pipeline simulator (private; use `echosim.pipeline`;
+`kernel_cached` tells the executors whether its compiled code is on disk).
 
 Arrays in, arrays out. Every random time is drawn in NumPy beforehand and passed in:
 ``load_time[i]`` is the time of the i-th batch a loader worker *starts* (its
