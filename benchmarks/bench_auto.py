@@ -56,7 +56,7 @@ os.environ.setdefault("MKL_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
 
-from echosim.experiments.specs import _jsonable  # noqa: E402  (NumPy values to JSON, as the sweep does)
+from echosim.experiments.specs import jsonable  # noqa: E402  (NumPy values to JSON, as the sweep does)
 
 POLICIES = ("sync", 2, 4, 8, "greedy", "auto")
 HALF_WINDOW = 4                       # the centred smoothing: 2 * 4 + 1 = 9 fresh batches
@@ -659,7 +659,7 @@ def main(argv=None) -> int:
                   f"{'n/a' if r['ratio'] is None else format(r['ratio'], '.2f')} |")
         if args.json:
             with open(args.json, "w", encoding="utf-8") as f:
-                json.dump(_jsonable({"results": results, "runs": every}), f)
+                json.dump(jsonable({"results": results, "runs": every}), f)
     print(f"\n- load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; "
           f"{time.perf_counter() - t_all:.0f} s in all")
     return 0

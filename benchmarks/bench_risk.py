@@ -103,8 +103,8 @@ def options(path, repeats):
     problem_kw = dict(PROBLEM)
     with np.load(path) as data:
         s = np.concatenate([problem_kw["radius"] * np.linalg.norm(data[k], axis=1) for k in data.files])
-    rule = lr._rule("sphere", problem_kw["dim"])
-    table = lr._softplus_table("sphere", problem_kw["dim"])
+    rule = lr.quadrature_rule("sphere", problem_kw["dim"])
+    table = lr.softplus_table("sphere", problem_kw["dim"])
     weights = rule.weight * rule.dens[0] * (2.0 * rule.density_const * rule.z_max)
 
     @njit(cache=True)
@@ -125,10 +125,10 @@ def options(path, repeats):
 
     out = np.empty(s.size)
     variants = {
-        "rule, NumPy (before)": lambda: lr._tau_sums(s, rule, lr._g_softplus, 0),
+        "rule, NumPy (before)": lambda: lr.tau_sums(s, rule, lr.g_softplus, 0),
         "rule, Numba loop over the 84 nodes (libm exp, log1p)": lambda: node_loop(s, rule.zeta, weights, out),
         "table, NumPy (values x points arrays)": lambda: numpy_table(s),
-        "table, Numba (kept: `_softplus_remainder`)": lambda: lr._softplus_remainder(s, rule),
+        "table, Numba (kept: `softplus_remainder`)": lambda: lr.softplus_remainder(s, rule),
     }
     times = {name: [] for name in variants}
     for f in variants.values():

@@ -42,7 +42,7 @@ def main(argv=None) -> int:
 
     from importlib import resources
 
-    from echosim.experiments import assemble, config, executors, store, sweep
+    from echosim.experiments import assemble, config, executors, specs, store, sweep
 
     overrides = ["sweep.lr_extend=0"] + (["sweep.repetitions=1"] if args.quick else [])  # a fixed set of runs
     conf = config.default_config(overrides)
@@ -75,7 +75,7 @@ def main(argv=None) -> int:
     data = tomllib.loads(text)
     parse_s = _timeit(lambda: config.parse_config(data, overrides=overrides), repeat=3) / n
     spec = conf.runs[0]
-    seed_s = _timeit(lambda: [config._make_spec({"problem": spec.problem, "optimizer": spec.optimizer, "echo": spec.echo,
+    seed_s = _timeit(lambda: [specs.make_spec({"problem": spec.problem, "optimizer": spec.optimizer, "echo": spec.echo,
                                                  "pipeline": spec.pipeline, "run": spec.run, "labels": {}},
                                                 rep, 0) for rep in range(1000)], repeat=3) / 1000
     payload = assemble.execute_run(spec)

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-LAYERS = ("theory", "echosim._files", "echosim.control", "echosim.pipeline", "echosim.training", "echosim.data",
+LAYERS = ("theory", "echosim._files", "echosim._validate", "echosim.control", "echosim.pipeline", "echosim.training", "echosim.data",
           "echosim.experiments", "echosim.loop", "echosim.planner", "echosim.plots", "echosim.cli")
 """Bottom up: a module may import its own layer and the layers below it."""
-PURE = ("theory", "echosim._files", "echosim.control", "echosim.pipeline", "echosim.training")
+PURE = ("theory", "echosim._files", "echosim._validate", "echosim.control", "echosim.pipeline", "echosim.training")
 PURE_THIRD_PARTY = {"numpy", "numba", "scipy"}
 FACADES = {"echosim", "echosim._moved", "echosim.__main__", "echosim._version", "echosim.datasets"}
 LAZY_OPTIONAL = {"echosim.training.runner": {"pandas"}}

@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 
 from echosim.cli.args import _Formatter, _nonneg_float, _nonneg_int, _positive_int
-from echosim.training.methods import METHODS
+from echosim.pipeline.model import MAX_ECHO
+from echosim.training.methods import DEFAULT_METHOD, METHODS
 
 _B_KEY = re.compile(r"^\s*(\d+)\s*(?:[xX]\s*(\d+))?\s*$")
 
@@ -161,7 +162,7 @@ def _cmd_plan(args) -> int:
         echoes=None if args.echo is None else _int_items(args.echo, "echo"), max_echo=args.max_echo,
         target=args.target, seeds=args.seeds, accelerator_price=args.accelerator_price,
         worker_price=args.worker_price, seed=args.seed, processes=args.processes, results=args.store,
-        progress=False if args.quiet else None, method=args.method or "echoed_gd",
+        progress=False if args.quiet else None, method=args.method or DEFAULT_METHOD,
         method_options=_method_options(args.method_option))
     if args.json not in (None, "-"):  # a temp file, fsync, rename: a failed write keeps the previous file
         from echosim._files import atomic_file
@@ -233,7 +234,8 @@ def _add_plan_parser(sub) -> None:
     pn.add_argument("--policies", default=None, help="candidates (default sync,fixed,greedy,auto on --problem; "
                     "sync,fixed,greedy from --steps-to-target)")
     pn.add_argument("--echo", help="K for fixed: 2,4,8 or a range 2-16 (default: powers of two bracketing R)")
-    pn.add_argument("--max-echo", type=_positive_int, default=64, help="bound on K under greedy (default 64)")
+    pn.add_argument("--max-echo", type=_positive_int, default=MAX_ECHO,
+                    help=f"bound on K under greedy (default {MAX_ECHO})")
     pn.add_argument("--target", type=float, default=0.002,
                     help="form (a): loss <= (1 + TARGET) F*, reached and kept (default 0.002)")
     pn.add_argument("--seeds", type=_positive_int, default=5, help="repetitions behind the 10-90%% band (default 5)")

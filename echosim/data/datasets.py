@@ -35,6 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from echosim._validate import is_int, is_real
 from echosim.training.losses import get_loss
 from echosim.training.problems import Dataset, SeparableDataError
 
@@ -101,8 +102,7 @@ def _check_loss(loss):
 def _check_l2(l2):
     if l2 is None:
         return None
-    if isinstance(l2, bool) or not isinstance(l2, (int, float, np.integer, np.floating)) \
-            or not math.isfinite(l2) or l2 < 0:
+    if not is_real(l2) or not math.isfinite(l2) or l2 < 0:
         raise ValueError(f"l2 must be None or a non-negative finite number, got {l2!r}")
     return float(l2)
 
@@ -473,8 +473,7 @@ def from_svmlight(path, *, loss="logistic", l2=None, standardize=True, task=None
     fixes d when the file's last columns are all zero.
     """
     loss, l2, scaling, intercept = _file_options(loss, l2, standardize, task, positive, intercept)
-    if n_features is not None and (isinstance(n_features, bool) or not isinstance(n_features, (int, np.integer))
-                                   or n_features < 1):
+    if n_features is not None and (not is_int(n_features) or n_features < 1):
         raise ValueError(f"n_features must be None or a positive integer, got {n_features!r}")
     path = _check_path(path, "SVMlight")
     skd = _sklearn_datasets()
@@ -523,7 +522,7 @@ def from_csv(path, *, label_column=-1, delimiter=",", header="auto", loss="logis
         raise ValueError(f"delimiter must be a single character, got {delimiter!r}")
     if header not in ("auto", True, False):
         raise ValueError(f"header must be 'auto', True or False; got {header!r}")
-    if isinstance(label_column, bool) or not isinstance(label_column, (int, np.integer, str)):
+    if not (is_int(label_column) or isinstance(label_column, str)):
         raise ValueError(f"label_column must be a column index or name, got {label_column!r}")
     path = _check_path(path, "CSV")
     try:

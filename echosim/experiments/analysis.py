@@ -39,6 +39,8 @@ from typing import Mapping
 
 import numpy as np
 
+from echosim._validate import check_int, is_int
+
 __all__ = [
     "ITERATES",
     "UNITS",
@@ -46,6 +48,7 @@ __all__ = [
     "DEFAULT_RULE",
     "DEFAULT_HOLD",
     "DEFAULT_WINDOW",
+    "DEFAULT_RTOL",
     "trailing_mean",
     "loss_threshold",
     "convergence_index",
@@ -68,15 +71,18 @@ UNITS = {"batches": "T", "steps": "KT", "samples": "BT", "time": "wall-clock"}
 def trailing_mean(values, window: int) -> np.ndarray:
     """Mean of the last `window` values at each point; NaN until a full window exists."""
     v = np.asarray(values, dtype=np.float64)
-    if isinstance(window, bool) or not isinstance(window, (int, np.integer)) or window < 1:
-        raise ValueError(f"window must be an integer >= 1, got {window!r}")
+    check_int("window", window, lo=1)
     out = np.full(v.shape, np.nan)
     if v.size >= window:
         out[window - 1:] = np.lib.stride_tricks.sliding_window_view(v, window).mean(axis=1)
     return out
 
 
-def loss_threshold(F_star: float, rtol: float | None = 0.01, atol: float | None = None) -> float:
+DEFAULT_RTOL = 0.01
+"""The target of every sweep, figure and run that states none: loss <= (1 + rtol)·F*."""
+
+
+def loss_threshold(F_star: float, rtol: float | None = DEFAULT_RTOL, atol: float | None = None) -> float:
     """The loss level that counts as converged: (1 + rtol)·F* or F* + atol."""
     if (rtol is None) == (atol is None):
         raise ValueError("give exactly one of rtol (relative to F*) or atol (excess risk)")
@@ -123,7 +129,7 @@ def convergence_index(loss, threshold: float, window: int = DEFAULT_WINDOW, rule
             return -1
         outside = np.nonzero(~inside)[0]
         return int(outside[-1]) + 1 if outside.size else 0
-    if isinstance(hold, bool) or not isinstance(hold, (int, np.integer)) or hold < 0:
+    if not is_int(hold) or hold < 0:
         raise ValueError(f"hold must be an integer >= 0 (fresh batches), got {hold!r}")
     if batches is None:
         raise ValueError("the hold rule needs the fresh-batch count of every logged point (batches)")
@@ -140,7 +146,7 @@ def convergence_index(loss, threshold: float, window: int = DEFAULT_WINDOW, rule
     return int(hit[0]) if hit.size else -1
 
 
-def convergence(curve: Mapping[str, np.ndarray], F_star: float, *, rtol: float | None = 0.01,
+def convergence(curve: Mapping[str, np.ndarray], F_star: float, *, rtol: float | None = DEFAULT_RTOL,
                 atol: float | None = None, fraction: float | None = None, window: int = DEFAULT_WINDOW,
                 iterate: str = "last", status: str = "ok", rule: str = DEFAULT_RULE,
                 hold: int = DEFAULT_HOLD) -> dict:
@@ -190,12 +196,12 @@ def convergence(curve: Mapping[str, np.ndarray], F_star: float, *, rtol: float |
 
 def analysis_settings(settings: Mapping | None = None) -> dict:
     """A sweep's analysis settings with every key present: the target (rtol, atol or
-    fraction; rtol = 0.01 if none is given), window, rule, hold, iterate and tune_by.
+    fraction; rtol = `DEFAULT_RTOL` if none is given), window, rule, hold, iterate and tune_by.
     Keys of `settings` that are missing or None take the defaults defined here."""
     given = dict(settings or {})
     out = {"rtol": given.get("rtol"), "atol": given.get("atol"), "fraction": given.get("fraction")}
     if all(v is None for v in out.values()):
-        out["rtol"] = 0.01
+        out["rtol"] = DEFAULT_RTOL
     defaults = {"window": DEFAULT_WINDOW, "rule": DEFAULT_RULE, "hold": DEFAULT_HOLD, "iterate": "last",
                 "tune_by": "batches"}
     for k, v in defaults.items():

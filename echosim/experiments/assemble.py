@@ -14,6 +14,7 @@ import numpy as np
 
 from echosim.experiments import store
 from echosim.experiments.specs import build_optimizer, build_pipeline, build_problem
+from echosim.pipeline.model import POLICIES
 
 __all__ = ["execute_run", "execute_group", "group_by_learning_rate", "schedule_of", "is_coupled"]
 
@@ -34,7 +35,7 @@ def schedule_of(spec):
         raise ValueError(f"pipeline.policy {spec.pipeline['policy']!r}: the schedule depends on the run's losses; "
                          "it is simulated with the run (execute_run)")
     pipeline = build_pipeline(spec.pipeline, spec.echo)
-    B = spec.optimizer["batch_size"] if pipeline.policy == "example" else None
+    B = spec.optimizer["batch_size"] if POLICIES[pipeline.policy].shuffles_examples else None
     if "time_budget" in spec.run:
         full, schedule = simulate_until(pipeline, spec.run["time_budget"], spec.pipeline_seed, batch_size=B)
     else:
@@ -199,9 +200,7 @@ def _payload(spec, problem, schedule, info, traj, B, elapsed) -> dict:
 
 
 def is_coupled(spec) -> bool:
-    """Is the run's pipeline policy simulated together with the run ("auto")?"""
-    from echosim.pipeline.model import POLICIES
-
+    """Is the run's pipeline policy simulated together with the run (its row's ``coupled``)?"""
     return spec.pipeline is not None and POLICIES[spec.pipeline["policy"]].coupled
 
 

@@ -35,13 +35,12 @@ from pathlib import Path
 
 
 from echosim.experiments.analysis import analysis_settings
-from echosim.pipeline.model import CAPPED_POLICIES, ECHO_POLICIES, POLICIES, check_echo
+from echosim.pipeline.model import POLICIES, check_echo
 from echosim.training.methods import METHODS
 from echosim.experiments.grid import _AxisRef, _field_for, _Grid, _joint
 from echosim.experiments.limits import MAX_CONFIG_BYTES, check_run_count, check_run_size, check_useful, check_window
 from echosim.pipeline.sizes import check_file_size, memory_limit, read_bounded
 from echosim.experiments.schema import (
-    _PROBLEM_DEFAULTS,
     _RUN_KEYS,
     _SETTING_KEYS,
     DEFAULT_TOML,
@@ -54,10 +53,9 @@ from echosim.experiments.schema import (
     _show,
 )
 from echosim.experiments.specs import (
-    RunSpec,
     SweepConfig,
-    _derive_seed,
-    _jsonable,
+    jsonable,
+    make_spec,
     build_optimizer,
     build_pipeline,
     build_problem,
@@ -307,7 +305,7 @@ def _expand(grid: _Grid, settings: dict, *, source, text, overrides) -> SweepCon
             caches["useful"][ukey] = check_useful(base, lambda p, labels=labels: labels.get(p, p), notes)
         most_points = max(most_points, caches["useful"][ukey])
         for rep in range(settings["repetitions"]):
-            spec = _make_spec(base, rep, settings["seed"])
+            spec = make_spec(base, rep, settings["seed"])
             if spec.run_id in seen:
                 continue
             seen.add(spec.run_id)
@@ -335,8 +333,8 @@ def _expand(grid: _Grid, settings: dict, *, source, text, overrides) -> SweepCon
 def _applies_text(section, key, fld) -> str:
     if fld is None or not fld.applies:
         if section == "optimizer" and key == "echo":
-            return (" (optimizer.echo applies to echoed methods without a pipeline or with pipeline.policy "
-                    "'fixed' or 'example')")
+            takes = " or ".join(repr(name) for name, p in POLICIES.items() if p.takes_echo)
+            return f" (optimizer.echo applies to echoed methods without a pipeline or with pipeline.policy {takes})"
         return ""
     what = {"problem": "problem.kind", "optimizer": "optimizer.method", "pipeline": "pipeline.policy"}[section]
     return f" (it applies only when {what} is {' or '.join(repr(a) for a in fld.applies)})"
@@ -381,7 +379,7 @@ def _resolve(point, labels, usage, caches) -> dict:
     for key, fld in FIELDS["problem"].items():
         if key == "kind":
             continue
-        default = _PROBLEM_DEFAULTS.get(kind, {}).get(key, fld.default)
+        default = fld.default_for(kind)
         value, _ = _get(point, usage, "problem", key, default, kind)
         if fld.applies and kind not in fld.applies:
             continue
@@ -407,18 +405,19 @@ def _resolve(point, labels, usage, caches) -> dict:
     pipeline = None
     policy = None
     if has_pipeline:
-        policy = point.get("pipeline.policy", "fixed")
+        policy = point.get("pipeline.policy", FIELDS["pipeline"]["policy"].default)
         pipeline = _section(point, usage, "pipeline", policy, where=" in [pipeline]")
 
     # ---- optimizer
-    method = point.get("optimizer.method", "echoed_gd")
+    method = point.get("optimizer.method", FIELDS["optimizer"]["method"].default)
     if "optimizer.method" in point:
         usage.use("optimizer.method")
     row = METHODS[method]
     optimizer = {"method": method, **_section(point, usage, "optimizer", method, skip=("method", "echo"))}
     # ---- the echo factor K: owned by the schedule's echo policy (a fixed pipeline, or K
     # steps per batch), checked here once by its owner's check_echo
-    echo_applies = not row.one_step and (pipeline is None or policy in ECHO_POLICIES)
+    prow = None if policy is None else POLICIES.get(policy)
+    echo_applies = not row.one_step and (pipeline is None or (prow is not None and prow.takes_echo))
     echo = None
     if echo_applies:
         K = point.get("optimizer.echo", 1.0)
@@ -429,10 +428,10 @@ def _resolve(point, labels, usage, caches) -> dict:
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
         echo = int(K) if K == math.floor(K) else K
-    elif row.one_step and policy in (*CAPPED_POLICIES, "example"):
+    elif row.one_step and prow is not None and not prow.one_step_per_batch:
         raise ConfigError(f"{lab('optimizer.method')}: {method} takes one step per fresh batch, but "
                           f"{lab('pipeline.policy')} = {policy!r} does not; use policy 'sync' or 'fixed'")
-    elif policy not in CAPPED_POLICIES:
+    elif prow is None or not prow.capped:
         echo = 1
     try:
         with _numerics():
@@ -456,7 +455,7 @@ def _resolve(point, labels, usage, caches) -> dict:
         value, _ = _get(point, usage, "sweep", key, fld.default)
         if value is not None:
             run[key] = value
-    if policy is not None and POLICIES[policy].coupled:
+    if prow is not None and prow.coupled:
         for key in ("time_budget", "max_steps"):
             if key in run:
                 raise ConfigError(f"{lab('sweep.' + key)}: pipeline.policy {policy!r} is simulated with the run "
@@ -563,7 +562,7 @@ def _usable_service(svc):
 
 def _service_dict(svc) -> dict:
     d = svc.to_dict()
-    return {k: _jsonable(v) for k, v in d.items()}
+    return {k: jsonable(v) for k, v in d.items()}
 
 
 def _resolve_dataset(problem: dict, lab) -> dict:
@@ -597,19 +596,5 @@ def _resolve_dataset(problem: dict, lab) -> dict:
     return out
 
 
-def _make_spec(base: dict, rep: int, base_seed: int) -> RunSpec:
-    problem, optimizer, pipeline, run = base["problem"], base["optimizer"], base["pipeline"], base["run"]
-    h_problem = int(stable_hash(problem, 16), 16)
-    seed = _derive_seed(base_seed, 0, h_problem >> 32, h_problem & 0xFFFFFFFF, optimizer["batch_size"], rep)
-    pseed = None
-    if pipeline is not None:
-        timing = {k: pipeline[k] for k in ("arrival", "step_time", "workers", "prefetch", "delivery",
-                                           "blocking", "switch_overhead")}
-        h_pipe = int(stable_hash(timing, 16), 16)
-        pseed = _derive_seed(base_seed, 1, h_pipe >> 32, h_pipe & 0xFFFFFFFF, rep)
-    spec = RunSpec(problem=problem, optimizer=optimizer, pipeline=pipeline, echo=base["echo"], run=run, repetition=rep,
-                   base_seed=base_seed, seed=seed, pipeline_seed=pseed, run_id="", labels=base["labels"])
-    object.__setattr__(spec, "run_id", stable_hash(spec.resolved(), 16))
-    return spec
 
 

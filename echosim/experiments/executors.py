@@ -309,19 +309,15 @@ def _kernel_parts(config: SweepConfig | None, runs=None) -> tuple[tuple, list]:
 
 def _cached(part: str) -> bool:
     """Whether Numba's on-disk cache holds code compiled from the current source of `part`'s
-    main kernel. A guess, used only to skip forking a helper that would merely load it
-    (forking costs ~0.1 s) and to say when compiling starts; it reads Numba's private
-    cache index, and any surprise there counts as not cached."""
+    main kernel (a guess, used only to skip forking a helper that would merely load it,
+    forking costs ~0.1 s, and to say when compiling starts: see the kernels' `kernel_cached`)."""
     if part != "pipeline":
         from echosim.training.runner import kernel_cached
 
         return kernel_cached(part)
-    from echosim.pipeline.kernel import run_des as kernel
+    from echosim.pipeline.kernel import kernel_cached
 
-    try:
-        return bool(kernel._cache._cache_file._load_index())
-    except Exception:  # noqa: BLE001 - another Numba version: fork the helper, as when cold
-        return False
+    return kernel_cached()
 
 
 def _compile(parts, dtypes) -> None:

@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 
 from echosim.experiments.schema import MAX_GRID_VALUES, ConfigError
-from echosim.pipeline.model import CAPPED_POLICIES
+from echosim.pipeline.model import MAX_ECHO, POLICIES
 from echosim.pipeline.sizes import format_bytes, memory_limit
 
 __all__ = ["MAX_RUNS", "MAX_GRID_VALUES", "MAX_RUN_WORK", "MAX_CONFIG_BYTES", "MAX_WORKERS", "check_run_count",
@@ -114,7 +114,7 @@ def check_run_size(base: dict, lab) -> None:
     """Refuse one resolved grid point (config._resolve's dict) that cannot fit; `lab` maps key paths to labels."""
     from echosim.experiments.specs import build_pipeline
     from echosim.pipeline.schedule import mean_batch_time, schedule_bytes_per_batch
-    from echosim.pipeline.stream import _estimate_echo
+    from echosim.pipeline.stream import estimate_echo
 
     problem = base["problem_obj"]
     opt, run, pipe_dict = base["optimizer"], base["run"], base["pipeline"]
@@ -127,14 +127,15 @@ def check_run_size(base: dict, lab) -> None:
     else:
         T = 1.25 * run["time_budget"] / mean_batch_time(pipeline) + 16
         t_key, t_value = "sweep.time_budget", run["time_budget"]
+    row = None if pipeline is None else POLICIES[pipeline.policy]
     if pipeline is None:
         K, k_key, per_batch, workers = float(base["echo"] or 1), "optimizer.echo", 8.0, 0
     else:
-        if pipeline.policy in CAPPED_POLICIES:
-            K, k_key = _estimate_echo(pipeline), "pipeline.max_echo"
+        if row.capped:
+            K, k_key = estimate_echo(pipeline), "pipeline.max_echo"
         else:
             K, k_key = float(pipeline.echo or 1), "optimizer.echo"
-        per_batch = schedule_bytes_per_batch(pipeline, B if pipeline.policy == "example" else None)
+        per_batch = schedule_bytes_per_batch(pipeline, B if row.shuffles_examples else None)
         if "time_budget" in run:
             per_batch *= 2  # the simulation may double its batches to pass the budget
         workers = pipeline.workers
@@ -142,7 +143,7 @@ def check_run_size(base: dict, lab) -> None:
     n_logs = 2000.0 if every == "auto" else T / every
     if "log_points" in run:
         n_logs = min(float(run["log_points"]), T) + 1
-    shuffle = 0 if pipeline is None or pipeline.policy != "example" else (pipeline.shuffle_buffer or 0)
+    shuffle = 0 if row is None or not row.shuffles_examples else (pipeline.shuffle_buffer or 0)
     f = run_footprint(T, K, B, b_step, problem.dim, problem.n_features, itemsize, n_logs, per_batch, workers,
                       shuffle)
     memory = f["memory"]
@@ -196,12 +197,13 @@ def _units(base: dict, pipeline) -> tuple[float, str, float]:
         T = 1.25 * run["time_budget"] / mean_batch_time(pipeline) + 16
     if "max_steps" in run:
         T = min(T, float(run["max_steps"]))
-    by_step = run.get("log_unit", "batch") == "step" or (pipeline is not None and pipeline.policy == "example")
+    row = None if pipeline is None else POLICIES[pipeline.policy]
+    by_step = run.get("log_unit", "batch") == "step" or (row is not None and row.shuffles_examples)
     if not by_step:
         return T, "fresh batches", T
-    if pipeline is None or pipeline.policy in ("fixed", "example"):
+    if row is None or row.takes_echo:
         K = float(math.ceil(base["echo"] or 1))
-    elif pipeline.policy in CAPPED_POLICIES:
+    elif row.capped:
         K = float(pipeline.max_echo)
     else:
         K = 1.0
@@ -239,9 +241,9 @@ def check_useful(base: dict, lab, notes: dict) -> float:
         if "n_batches" in run and pipeline.prefetch > T:
             notes.setdefault("pipeline.prefetch", f"{lab('pipeline.prefetch')}: a buffer of {pipeline.prefetch:,} "
                              f"batches for runs of {T:.0f} fresh batches never fills (it acts as unbounded)")
-        if pipeline.policy in CAPPED_POLICIES and pipeline.max_echo > NO_CAP:
+        if POLICIES[pipeline.policy].capped and pipeline.max_echo > NO_CAP:
             notes.setdefault("pipeline.max_echo", f"{lab('pipeline.max_echo')}: {pipeline.max_echo:,} acts as no "
-                             f"cap at all (greedy's K_t follows the loader's waits; the default cap is 64)")
+                             f"cap at all (greedy's K_t follows the loader's waits; the default cap is {MAX_ECHO})")
     every = run.get("log_every", "auto")
     if "log_points" in run:
         if run["log_points"] > n:

@@ -4,18 +4,18 @@ where it applies (`FIELDS`), the learning-rate grids, and `ConfigError`."""
 from __future__ import annotations
 
 import math
-import numbers
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from echosim.experiments.analysis import DEFAULT_HOLD, DEFAULT_RULE, DEFAULT_WINDOW, RULES
+from echosim._validate import is_int, is_real
+from echosim.experiments.analysis import DEFAULT_HOLD, DEFAULT_RTOL, DEFAULT_RULE, DEFAULT_WINDOW, RULES
 from echosim.control.auto import AUTO_DEFAULTS, AUTO_OPTIONS
-from echosim.pipeline.model import CAPPED_POLICIES, POLICIES
+from echosim.pipeline.model import BLOCKING, DELIVERIES, MAX_ECHO, POLICIES, policies_taking
 from echosim.training.losses import LOSSES
-from echosim.training.methods import HYPER_FIELDS, METHODS
-from echosim.training.problems import PROBLEMS
+from echosim.training.methods import DEFAULT_METHOD, HYPER_FIELDS, METHODS
+from echosim.training.problems import DESIGNS, NOISES, PROBLEMS
 
 __all__ = ["ConfigError", "ConfigWarning", "Field", "FIELDS", "lr_grid", "PAPER_LRS", "SCHEMA", "SECTIONS"]
 
@@ -40,8 +40,7 @@ class ConfigWarning(UserWarning):
     """A legal but pointless config value: one line naming the key path and why."""
 
 
-def _is_real(v) -> bool:
-    return isinstance(v, numbers.Real) and not isinstance(v, bool)
+_is_real = is_real  # a number, not a bool (echosim._validate)
 
 
 def lr_grid(start: float, stop: float, per_decade: float | None = None, num: int | None = None) -> list[float]:
@@ -70,7 +69,7 @@ def lr_grid(start: float, stop: float, per_decade: float | None = None, num: int
             return [float(10 ** (lo + i / per_decade)) for i in range(n + 1)]
         except OverflowError:  # stop within rounding of the largest float
             raise ConfigError(f"lr: stop={stop:g} is too close to the largest float; give a smaller stop") from None
-    if isinstance(num, bool) or not isinstance(num, numbers.Integral) or num < 1:
+    if not is_int(num) or num < 1:
         raise ConfigError(f"lr.num: must be an integer >= 1, got {num!r}")
     if num > MAX_GRID_VALUES:
         raise ConfigError(f"lr.num: {num:,} learning rates, more than the limit of {MAX_GRID_VALUES:,}")
@@ -140,7 +139,7 @@ class Field:
         bad = ConfigError(f"{label}: must be {self.describe()}, got {_show(value)}")
         k = self.kind
         if k == "int":
-            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value > INT_MAX:
+            if not is_int(value) or value > INT_MAX:
                 raise bad
             value = int(value)
         elif k == "float":
@@ -178,7 +177,7 @@ class Field:
         elif k == "log_every":
             if value == "auto":
                 return value
-            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not 1 <= value <= INT_MAX:
+            if not is_int(value) or not 1 <= value <= INT_MAX:
                 raise bad
             return int(value)
         elif k == "echo":  # K is checked once, by its owner, when the run is resolved (config._resolve)
@@ -194,7 +193,21 @@ class Field:
         return value
 
 
-_SYNTH = ("logistic", "least_squares")
+_SYNTH = tuple(name for name, row in PROBLEMS.items() if row.synthetic)
+_DATA = tuple(name for name, row in PROBLEMS.items() if not row.synthetic)
+
+
+def _problem_default(key: str):
+    """The default of a problem key, from the problem rows (their constructors): one value,
+    or {kind: value} where kinds differ (design: "gaussian" for least_squares, "sphere"
+    for logistic)."""
+    per = {name: row.defaults[key] for name, row in PROBLEMS.items() if key in row.defaults}
+    values = list(dict.fromkeys(map(repr, per.values())))
+    return next(iter(per.values())) if len(values) == 1 else per
+
+
+def _kinds_taking(key: str) -> tuple[str, ...]:
+    return tuple(name for name, row in PROBLEMS.items() if key in row.defaults)
 
 
 def _method_defaults(key: str):
@@ -208,28 +221,32 @@ FIELDS: dict[str, dict[str, Field]] = {
     "problem": {
         "kind": Field("choice", choices=tuple(PROBLEMS), required=True, doc="which objective"),
         "dim": Field("int", lo=1, applies=_SYNTH, required=True, doc="dimension d"),
-        "design": Field("choice", choices=("gaussian", "sphere"), applies=_SYNTH,
+        "design": Field("choice", _problem_default("design"), choices=DESIGNS, applies=_SYNTH,
                         doc="x ~ N(0, diag(i^-decay)) or uniform on the sphere of radius r"),
-        "decay": Field("float", 0.0, lo=0, applies=_SYNTH, doc="spectrum exponent (gaussian design)"),
-        "radius": Field("float", 1.0, lo=0, lo_open=True, applies=_SYNTH, doc="sphere radius r"),
-        "w_star_norm": Field("float", lo=0, applies=_SYNTH, doc="‖w*‖ (equal entries)"),
-        "noise": Field("choice", "gaussian", choices=("gaussian", "uniform"), applies=("least_squares",),
+        "decay": Field("float", _problem_default("decay"), lo=0, applies=_SYNTH,
+                       doc="spectrum exponent (gaussian design)"),
+        "radius": Field("float", _problem_default("radius"), lo=0, lo_open=True, applies=_SYNTH,
+                        doc="sphere radius r"),
+        "w_star_norm": Field("float", _problem_default("w_star_norm"), lo=0, applies=_SYNTH,
+                             doc="‖w*‖ (equal entries)"),
+        "noise": Field("choice", _problem_default("noise"), choices=NOISES, applies=_kinds_taking("noise"),
                        doc="label noise law"),
-        "noise_std": Field("float", 0.5, lo=0, applies=("least_squares",), doc="label noise σ"),
-        "name": Field("str", applies=("dataset",),
+        "noise_std": Field("float", _problem_default("noise_std"), lo=0, applies=_kinds_taking("noise_std"),
+                           doc="label noise σ"),
+        "name": Field("str", applies=_DATA,
                       doc="a named data set of echosim.datasets (breast_cancer, digits, iris, wine, flights, "
                           "covertype, mnist)"),
-        "path": Field("str", applies=("dataset",), doc="a data file (.csv[.gz], .npz, .svm/.svmlight/.libsvm)"),
-        "format": Field("choice", choices=("csv", "npz", "svmlight"), applies=("dataset",),
+        "path": Field("str", applies=_DATA, doc="a data file (.csv[.gz], .npz, .svm/.svmlight/.libsvm)"),
+        "format": Field("choice", choices=("csv", "npz", "svmlight"), applies=_DATA,
                         doc="file format (default: from the suffix)"),
-        "loss": Field("choice", "logistic", choices=tuple(LOSSES), applies=("dataset",),
+        "loss": Field("choice", _problem_default("loss"), choices=tuple(LOSSES), applies=_DATA,
                       doc="the loss (echosim.training.losses.LOSSES)"),
-        "l2": Field("float", lo=0, applies=("dataset",), doc="L2 weight (default: 0, or 1e-4 if separable)"),
-        "standardize": Field("standardize", True, applies=("dataset",), doc="true/'zscore', 'minmax' or false"),
-        "task": Field("str", applies=("dataset",), doc="labels → ±1, e.g. '2-vs-rest', 'even-odd'"),
-        "positive": Field("float", applies=("dataset",), doc="the label that is +1 (files)"),
-        "intercept": Field("bool", False, applies=("dataset",), doc="append a column of ones"),
-        "eval_rows": Field("int", lo=1, applies=("dataset",),
+        "l2": Field("float", lo=0, applies=_DATA, doc="L2 weight (default: 0, or 1e-4 if separable)"),
+        "standardize": Field("standardize", True, applies=_DATA, doc="true/'zscore', 'minmax' or false"),
+        "task": Field("str", applies=_DATA, doc="labels → ±1, e.g. '2-vs-rest', 'even-odd'"),
+        "positive": Field("float", applies=_DATA, doc="the label that is +1 (files)"),
+        "intercept": Field("bool", False, applies=_DATA, doc="append a column of ones"),
+        "eval_rows": Field("int", lo=1, applies=_DATA,
                            doc="evaluate the risk on a fixed subsample of this many rows (large tables)"),
     },
     "pipeline": {
@@ -238,23 +255,25 @@ FIELDS: dict[str, dict[str, Field]] = {
         "prefetch": Field("int", 2, lo=1, doc="prefetch buffer capacity C"),
         "step_time": Field("service", 1.0, doc="time of one optimizer step (t_down)"),
         "policy": Field("choice", "fixed", choices=tuple(POLICIES), doc="echo policy"),
-        "max_echo": Field("int", 64, lo=1, applies=CAPPED_POLICIES, doc="bound on K_t under greedy and auto"),
+        "max_echo": Field("int", MAX_ECHO, lo=1, applies=policies_taking("max_echo"),
+                          doc="bound on K_t under greedy and auto"),
         "window": Field("int", AUTO_DEFAULTS["window"], lo=AUTO_OPTIONS["window"][0], hi=AUTO_OPTIONS["window"][1],
-                        applies=("auto",), doc="auto: fresh batches per run of the caps' comparisons"),
+                        applies=policies_taking("window"), doc="auto: fresh batches per run of the caps' comparisons"),
         "alpha": Field("float", AUTO_DEFAULTS["alpha"], lo=AUTO_OPTIONS["alpha"][0], hi=AUTO_OPTIONS["alpha"][1],
-                       applies=("auto",), doc="auto: the chance of any wrong move in the job"),
+                       applies=policies_taking("alpha"), doc="auto: the chance of any wrong move in the job"),
         "min_effect": Field("float", AUTO_DEFAULTS["min_effect"], lo=AUTO_OPTIONS["min_effect"][0],
-                            hi=AUTO_OPTIONS["min_effect"][1], applies=("auto",),
+                            hi=AUTO_OPTIONS["min_effect"][1], applies=policies_taking("min_effect"),
                             doc="auto: relative difference in rate below which two caps are equal"),
         "start": Field("int", AUTO_DEFAULTS["start"], lo=AUTO_OPTIONS["start"][0], hi=AUTO_OPTIONS["start"][1],
-                       applies=("auto",), doc="auto: the cap to start from (at most max_echo)"),
-        "shuffle_buffer": Field("int", lo=1, applies=("example",), doc="examples in the shuffle buffer"),
-        "delivery": Field("choice", "ordered", choices=("ordered", "unordered")),
-        "blocking": Field("choice", "after", choices=("after", "before")),
+                       applies=policies_taking("start"), doc="auto: the cap to start from (at most max_echo)"),
+        "shuffle_buffer": Field("int", lo=1, applies=policies_taking("shuffle_buffer"),
+                                doc="examples in the shuffle buffer"),
+        "delivery": Field("choice", "ordered", choices=DELIVERIES),
+        "blocking": Field("choice", "after", choices=BLOCKING),
         "switch_overhead": Field("float", 0.0, lo=0, doc="time to switch to a new batch"),
     },
     "optimizer": {
-        "method": Field("choice", "echoed_gd", choices=tuple(METHODS)),
+        "method": Field("choice", DEFAULT_METHOD, choices=tuple(METHODS)),
         "lr": Field("lr", required=True, doc="learning rate η"),
         "batch_size": Field("int", lo=1, required=True, doc="B"),
         "echo": Field("echo", 1.0, doc="K, steps per fresh batch"),
@@ -274,7 +293,8 @@ FIELDS: dict[str, dict[str, Field]] = {
                           doc="log after fresh batches or after every optimizer step"),
         "max_steps": Field("int", lo=1, doc="stop after this many optimizer steps (a per-run step budget)"),
         "dtype": Field("choice", "float64", choices=("float64", "float32")),
-        "rtol": Field("float", lo=0, lo_open=True, grid=False, doc="target: loss <= (1 + rtol) F*"),
+        "rtol": Field("float", lo=0, lo_open=True, grid=False,
+                      doc=f"target: loss <= (1 + rtol) F* (default {DEFAULT_RTOL} if no target is given)"),
         "atol": Field("float", lo=0, lo_open=True, grid=False, doc="target: loss - F* <= atol"),
         "fraction": Field("float", lo=0, lo_open=True, hi=1, hi_open=True, grid=False,
                           doc="target: loss - F* <= fraction·(F(w0) - F*)"),
@@ -294,15 +314,11 @@ FIELDS: dict[str, dict[str, Field]] = {
     },
 }
 
-_PROBLEM_DEFAULTS = {
-    "logistic": {"design": "sphere", "w_star_norm": 2.0},
-    "least_squares": {"design": "gaussian", "w_star_norm": 1.0},
-}
 _RUN_KEYS = ("n_batches", "time_budget", "log_every", "log_points", "log_unit", "max_steps", "dtype")
 _SETTING_KEYS = ("name", "seed", "repetitions", "rtol", "atol", "fraction", "window", "rule", "hold", "iterate",
                  "tune_by", "lr_extend")
 TARGETS = ("rtol", "atol", "fraction")
-"""The three ways to state the target; a config gives one (default rtol = 0.01)."""
+"""The three ways to state the target; a config gives one (default rtol = `DEFAULT_RTOL`)."""
 
 
 def _bound(x) -> str:

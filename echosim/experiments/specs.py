@@ -16,22 +16,25 @@ import numpy as np
 
 from echosim._version import __version__
 from echosim.experiments.schema import SCHEMA
-from echosim.pipeline.model import ECHO_POLICIES
+from echosim.pipeline.model import POLICIES
 
-__all__ = ["RunSpec", "SweepConfig", "canonical_json", "strict_jsonable", "stable_hash", "with_lr", "build_problem",
-           "build_optimizer", "build_pipeline", "loss_of"]
+__all__ = ["RunSpec", "SweepConfig", "canonical_json", "jsonable", "strict_jsonable", "stable_hash", "make_spec",
+           "with_lr", "build_problem", "build_optimizer", "build_pipeline", "loss_of"]
 
 
 # --------------------------------------------------------------------------- hashing
 
 
-def _jsonable(v):
+def jsonable(v):
+    """`v` with NumPy values as Python ones, tuples and arrays as lists and keys as
+    strings: what `json.dumps` takes (NaN and ±inf stay floats; see `strict_jsonable`).
+    The one conversion of NumPy values to JSON: run ids, store rows, manifests, reports."""
     if isinstance(v, dict):
-        return {str(k): _jsonable(x) for k, x in v.items()}
+        return {str(k): jsonable(x) for k, x in v.items()}
     if isinstance(v, (list, tuple)):
-        return [_jsonable(x) for x in v]
+        return [jsonable(x) for x in v]
     if isinstance(v, np.ndarray):
-        return [_jsonable(x) for x in v.tolist()]
+        return [jsonable(x) for x in v.tolist()]
     if isinstance(v, (np.integer,)):
         return int(v)
     if isinstance(v, (np.floating,)):
@@ -41,10 +44,13 @@ def _jsonable(v):
     return v
 
 
+_jsonable = jsonable  # the former private name, still imported by echosim.planner.simulated
+
+
 def strict_jsonable(v):
-    """`_jsonable`, with every non-finite float (NaN, ±inf) as None: what strict JSON parsers
+    """`jsonable`, with every non-finite float (NaN, ±inf) as None: what strict JSON parsers
     accept (``json.dumps(..., allow_nan=False)`` then holds)."""
-    v = _jsonable(v)
+    v = jsonable(v)
     if isinstance(v, dict):
         return {k: strict_jsonable(x) for k, x in v.items()}
     if isinstance(v, list):
@@ -56,7 +62,7 @@ def strict_jsonable(v):
 
 def canonical_json(obj) -> str:
     """Sorted-key, compact JSON: the text that run ids and config hashes are taken of."""
-    return json.dumps(_jsonable(obj), sort_keys=True, separators=(",", ":"), allow_nan=False)
+    return json.dumps(jsonable(obj), sort_keys=True, separators=(",", ":"), allow_nan=False)
 
 
 def stable_hash(obj, n: int = 16) -> str:
@@ -172,6 +178,25 @@ def _slug(s: str) -> str:
     return out or "sweep"
 
 
+def make_spec(base: dict, rep: int, base_seed: int) -> RunSpec:
+    """The run of one resolved grid point (``problem``, ``optimizer``, ``pipeline``, ``echo``,
+    ``run``, ``labels``) at repetition `rep`: its data seed from (base seed, problem, B,
+    rep), its loader seed from (base seed, the pipeline's timing keys, rep), its run id."""
+    problem, optimizer, pipeline, run = base["problem"], base["optimizer"], base["pipeline"], base["run"]
+    h_problem = int(stable_hash(problem, 16), 16)
+    seed = _derive_seed(base_seed, 0, h_problem >> 32, h_problem & 0xFFFFFFFF, optimizer["batch_size"], rep)
+    pseed = None
+    if pipeline is not None:
+        timing = {k: pipeline[k] for k in ("arrival", "step_time", "workers", "prefetch", "delivery",
+                                           "blocking", "switch_overhead")}
+        h_pipe = int(stable_hash(timing, 16), 16)
+        pseed = _derive_seed(base_seed, 1, h_pipe >> 32, h_pipe & 0xFFFFFFFF, rep)
+    spec = RunSpec(problem=problem, optimizer=optimizer, pipeline=pipeline, echo=base["echo"], run=run, repetition=rep,
+                   base_seed=base_seed, seed=seed, pipeline_seed=pseed, run_id="", labels=base["labels"])
+    object.__setattr__(spec, "run_id", stable_hash(spec.resolved(), 16))
+    return spec
+
+
 def with_lr(spec: RunSpec, lr: float) -> RunSpec:
     """`spec` at another learning rate: the same data and loader seeds, a new run id."""
     new = dataclasses.replace(spec, optimizer=dict(spec.optimizer, lr=float(lr)), run_id="")
@@ -196,7 +221,7 @@ def build_problem(problem: dict):
     if kind == "dataset":
         obj = _build_dataset(problem)
     else:
-        obj = PROBLEMS[kind](**{k: v for k, v in problem.items() if k != "kind"})
+        obj = PROBLEMS[kind].build(**{k: v for k, v in problem.items() if k != "kind"})
     if len(_PROBLEM_CACHE) > 64:
         _PROBLEM_CACHE.clear()
     _PROBLEM_CACHE[key] = obj
@@ -225,7 +250,8 @@ def loss_of(problem: dict) -> str:
     """The loss name of a resolved problem dict (a synthetic kind's own, or a dataset's ``loss``)."""
     from echosim.training.problems import PROBLEMS
 
-    return problem["loss"] if problem["kind"] == "dataset" else PROBLEMS[problem["kind"]].loss
+    row = PROBLEMS[problem["kind"]]
+    return problem["loss"] if row.loss is None else row.loss
 
 
 def build_pipeline(pipeline: dict, echo=None):
@@ -237,7 +263,7 @@ def build_pipeline(pipeline: dict, echo=None):
     kw = {k: pipeline[k] for k in ("workers", "prefetch", "policy", "delivery", "blocking", "switch_overhead")}
     if "max_echo" in pipeline:
         kw["max_echo"] = pipeline["max_echo"]
-    if pipeline["policy"] in ECHO_POLICIES:
+    if POLICIES[pipeline["policy"]].takes_echo:
         kw["echo"] = echo
     if pipeline.get("shuffle_buffer") is not None:
         kw["shuffle_buffer"] = pipeline["shuffle_buffer"]

@@ -83,17 +83,12 @@ def provenance() -> dict:
     return out
 
 
-def _jsonify(d: dict) -> str:
-    def conv(v):
-        if isinstance(v, (np.integer,)):
-            return int(v)
-        if isinstance(v, (np.floating,)):
-            return float(v)
-        if isinstance(v, np.bool_):
-            return bool(v)
-        return v
+def _row_json(row: dict) -> str:
+    """A row as JSON text, through the one conversion of NumPy values (`specs.jsonable`,
+    imported when a row is written so that importing the store stays light)."""
+    from echosim.experiments.specs import jsonable
 
-    return json.dumps({k: conv(v) for k, v in d.items()})
+    return json.dumps(jsonable(row))
 
 
 def _atomic_file(path: Path, follow: bool = True):
@@ -297,7 +292,7 @@ class Store:
         row = payload["summary"]
         if row["status"] == "failed":
             with _atomic_file(self.root / FAILED / f"{row['run_id']}.json", follow=False) as f:
-                f.write(_jsonify(row).encode("utf-8"))
+                f.write(_row_json(row).encode("utf-8"))
         else:
             self._buffer.append(payload)
 
@@ -321,7 +316,7 @@ class Store:
             parts = [np.asarray(p["curves"][name]) for p in done]
             kind = np.int64 if name in ("batches", "steps", "samples") else np.float64
             cols[name] = pa.array(np.concatenate(parts).astype(kind) if parts else np.zeros(0, kind))
-        summaries = {p["summary"]["run_id"]: json.loads(_jsonify(p["summary"])) for p in done}
+        summaries = {p["summary"]["run_id"]: json.loads(_row_json(p["summary"])) for p in done}
         table = pa.table(cols).replace_schema_metadata({_META_KEY: json.dumps(summaries).encode(),
                                                         b"echosim.schema": RESULTS_SCHEMA.encode()})
         path = self.root / PACKS / f"{ids[0]}-{len(ids)}.parquet"

@@ -29,7 +29,7 @@ import numpy as np
 
 from echosim.experiments import store, tables
 from echosim.experiments.assemble import _log_at, execute_group, group_by_learning_rate, group_key
-from echosim.pipeline.model import CAPPED_POLICIES
+from echosim.pipeline.model import POLICIES
 from echosim.pipeline.schedule import mean_batch_time
 from echosim.experiments import executors
 from echosim.experiments.executors import default_workers
@@ -381,7 +381,7 @@ def _cost_units(spec) -> float:
         T = spec.run["n_batches"]
     else:
         T = spec.run["time_budget"] / mean_batch_time(build_pipeline(spec.pipeline, spec.echo))
-    if spec.pipeline is not None and spec.pipeline["policy"] in CAPPED_POLICIES:
+    if spec.pipeline is not None and POLICIES[spec.pipeline["policy"]].capped:
         p = build_pipeline(spec.pipeline, spec.echo)
         K = min(p.max_echo, max(1.0, p.arrival.mean / p.workers / p.step_time.mean))
     else:
@@ -406,8 +406,8 @@ def _calibration_copy(spec):
         run = dict(spec.run, n_batches=max(1, int(T * _CALIBRATION_UNITS / units)))
         spec = dataclasses.replace(spec, run=run)
         units = _cost_units(spec)
-    policy = None if spec.pipeline is None else spec.pipeline["policy"]
-    if units > _CALIBRATION_UNITS and policy in (None, "fixed", "example") and (spec.echo or 1) > 1:
+    takes_echo = spec.pipeline is None or POLICIES[spec.pipeline["policy"]].takes_echo
+    if units > _CALIBRATION_UNITS and takes_echo and (spec.echo or 1) > 1:
         K = max(1, int((spec.echo or 1) * _CALIBRATION_UNITS / units))
         spec = dataclasses.replace(spec, echo=K)
     return spec

@@ -20,12 +20,12 @@ Gamma(mean=8.0, cv=0.5)
 from __future__ import annotations
 
 import math
-import numbers
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
+from echosim._validate import check_int, check_real, is_int
 from echosim.pipeline.service_times import Deterministic, Exponential, Gamma, LogNormal, ServiceTime
 
 __all__ = ["BatchTime", "fit_batch_time", "affine_fit", "NOISES"]
@@ -33,13 +33,6 @@ __all__ = ["BatchTime", "fit_batch_time", "affine_fit", "NOISES"]
 NOISES = ("deterministic", "exponential", "gamma", "lognormal")
 """Noise families of a batch-size-dependent loader time (gamma and lognormal take a cv)."""
 _KEYS = {"kind", "fixed", "per_example", "noise", "cv"}
-
-
-def _number(name: str, value, lo: float, strict: bool) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) \
-            or value < lo or (strict and value == lo):
-        raise ValueError(f"{name} must be a finite number {'>' if strict else '>='} {lo:g}, got {value!r}")
-    return float(value)
 
 
 @dataclass(frozen=True)
@@ -65,8 +58,8 @@ class BatchTime:
 
     def __post_init__(self):
         set_ = object.__setattr__
-        set_(self, "fixed", _number("affine.fixed", self.fixed, 0.0, False))
-        set_(self, "per_example", _number("affine.per_example", self.per_example, 0.0, False))
+        set_(self, "fixed", check_real("affine.fixed", self.fixed, lo=0.0))
+        set_(self, "per_example", check_real("affine.per_example", self.per_example, lo=0.0))
         if not self.fixed + self.per_example > 0:
             raise ValueError("affine: fixed + per_example must be > 0 (a batch must take some time)")
         if self.noise not in NOISES:
@@ -74,7 +67,7 @@ class BatchTime:
         if self.noise in ("gamma", "lognormal"):
             if self.cv is None:
                 raise ValueError(f"affine.cv is required with noise {self.noise!r} (a number > 0)")
-            set_(self, "cv", _number("affine.cv", self.cv, 0.0, True))
+            set_(self, "cv", check_real("affine.cv", self.cv, lo=0.0, lo_open=True))
         elif self.cv is not None:
             raise ValueError(f"affine.cv applies only to noise 'gamma' or 'lognormal', got noise {self.noise!r}")
 
@@ -84,8 +77,7 @@ class BatchTime:
 
     def at(self, batch_size: int) -> ServiceTime:
         """The service time of one batch of `batch_size` examples."""
-        if isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral) or batch_size < 1:
-            raise ValueError(f"batch_size must be an integer >= 1, got {batch_size!r}")
+        check_int("batch_size", batch_size, lo=1)
         m = self.mean_at(int(batch_size))
         if self.noise == "deterministic":
             return Deterministic(m)
@@ -134,7 +126,7 @@ def fit_batch_time(profiles: Mapping) -> BatchTime:
         raise ValueError("profiles: fitting time per batch = a + b·B needs times at two or more batch sizes")
     xs, ys = [], []
     for B, times in profiles.items():
-        if isinstance(B, bool) or not isinstance(B, numbers.Integral) or B < 1:
+        if not is_int(B) or B < 1:
             raise ValueError(f"profiles: batch sizes must be integers >= 1, got {B!r}")
         t = np.asarray(getattr(times, "times", times), dtype=np.float64).reshape(-1)
         if t.size == 0 or not np.all(np.isfinite(t) & (t > 0)):

@@ -1,4 +1,5 @@
-"""Numba event loop of the data-pipeline simulator (private; use `echosim.pipeline`).
+"""Numba event loop of the data-pipeline simulator (private; use `echosim.pipeline`;
+`kernel_cached` tells the executors whether its compiled code is on disk).
 
 Arrays in, arrays out. Every random time is drawn in NumPy beforehand and passed in:
 ``load_time[i]`` is the time of the i-th batch a loader worker *starts* (its
@@ -477,3 +478,14 @@ def batch_steps(take_time, h, steps_per_batch, durations, state, last_end, start
     state[0] = t
     state[1] = k
     last_end[0] = e
+
+
+def kernel_cached() -> bool:
+    """Whether Numba's on-disk cache holds the event loop (`run_des`) compiled from the
+    current source. A guess, used only to skip forking a helper that would merely load it
+    and to say when compiling starts: it reads Numba's private cache index, and any
+    surprise there counts as not cached."""
+    try:
+        return bool(run_des._cache._cache_file._load_index())
+    except Exception:  # noqa: BLE001 - another Numba version: count it as not cached
+        return False

@@ -104,74 +104,98 @@ Examples
 from __future__ import annotations
 
 import math
-import numbers
 from dataclasses import dataclass
 from typing import Any
 
-
+from echosim._validate import check_choice, check_int, check_real, is_real
 from echosim.control.auto import AUTO_DEFAULTS, AUTO_OPTIONS, check_auto_option
 from echosim.pipeline.service_times import as_service_time
 from echosim.pipeline.service_times import ServiceTime
 from echosim.pipeline.sizes import check_fits
 
-__all__ = ["Pipeline", "Policy", "POLICIES", "ECHO_POLICIES", "CAPPED_POLICIES", "check_echo"]
+__all__ = ["Pipeline", "Policy", "POLICIES", "ECHO_POLICIES", "CAPPED_POLICIES", "MAX_ECHO", "policies_taking",
+           "check_echo"]
+
+
+MAX_ECHO = 64
+"""The default cap on K_t of the policies that echo while waiting (`Pipeline.max_echo`)."""
 
 
 @dataclass(frozen=True)
 class Policy:
     """One echo policy: its name, its code in the event loop (`echosim.pipeline.kernel`
-    takes its constants from here) and the `Pipeline` parameters it takes."""
+    takes its constants from here), the `Pipeline` parameters it takes, and the flags
+    its consumers read (no module outside the pipeline branches on a policy's name).
+
+    Flags: ``takes_echo`` (a given echo factor K sets its steps per fresh batch),
+    ``capped`` (K_t follows the loader's waits, up to ``max_echo``), ``shuffles_examples``
+    (every step draws B examples from a shuffle buffer of echoed examples: the schedule
+    needs the batch size, counts steps rather than fresh batches, and a step may mix
+    batches), ``coupled`` (its K_t depend on the training run's losses, so the pipeline
+    is simulated together with the run).
+    """
 
     name: str
     code: int
     params: tuple
     doc: str
-    coupled: bool = False  # its K_t depend on the training run's losses (simulated with it)
+    coupled: bool = False
+    shuffles_examples: bool = False
+
+    @property
+    def takes_echo(self) -> bool:
+        """Does an echo factor K (``Pipeline.echo``) set its steps per fresh batch?"""
+        return "echo" in self.params
+
+    @property
+    def capped(self) -> bool:
+        """Does it echo while waiting, up to ``max_echo`` steps per fresh batch?"""
+        return "max_echo" in self.params
+
+    @property
+    def one_step_per_batch(self) -> bool:
+        """Can it give every fresh batch exactly one step (with K = 1)? Not when it
+        echoes while waiting or mixes examples across steps."""
+        return not (self.capped or self.shuffles_examples)
 
 
 POLICIES: dict[str, Policy] = {p.name: p for p in (
     Policy("sync", 0, (), "one step per fresh batch"),
     Policy("fixed", 1, ("echo",), "K_t steps on fresh batch t, K = echo rounded at random"),
     Policy("greedy", 2, ("max_echo",), "echo while waiting for the next batch, up to max_echo steps"),
-    Policy("example", 3, ("echo", "shuffle_buffer"), "example echoing through a shuffle buffer"),
+    Policy("example", 3, ("echo", "shuffle_buffer"), "example echoing through a shuffle buffer",
+           shuffles_examples=True),
     Policy("auto", 4, ("max_echo", *AUTO_OPTIONS), "greedy under an echo cap chosen online by comparing caps "
            "(echosim.control.auto)", coupled=True),
 )}
 """The registry of echo policies: name → row. Nothing else lists them or their codes."""
-ECHO_POLICIES = tuple(name for name, p in POLICIES.items() if "echo" in p.params)
+ECHO_POLICIES = tuple(name for name, p in POLICIES.items() if p.takes_echo)
 """The policies that take an echo factor K (derived from `POLICIES`)."""
-CAPPED_POLICIES = tuple(name for name, p in POLICIES.items() if "max_echo" in p.params)
+CAPPED_POLICIES = tuple(name for name, p in POLICIES.items() if p.capped)
 """The policies that echo while waiting, up to a cap: "greedy" (max_echo), "auto" (its caps)."""
+
+
+def policies_taking(param: str) -> tuple[str, ...]:
+    """The policies that take `Pipeline` parameter `param` (e.g. "shuffle_buffer")."""
+    return tuple(name for name, p in POLICIES.items() if param in p.params)
 DELIVERIES = ("ordered", "unordered")
 BLOCKING = ("before", "after")
 
 
 
 # ---------------------------------------------------------------------------
-# validation helpers: ValueError naming the field and what is allowed
-
-
-def _int_field(name: str, value: Any, lo: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < lo:
-        raise ValueError(f"{name} must be an integer >= {lo}, got {value!r}")
-    return int(value)
+# validation: echosim._validate's checks, and K's own (its owner is the echo policy)
 
 
 def check_echo(value: Any, name: str = "echo", integer: bool = False) -> float | int:
     """The echo factor K (Choi et al.'s e): a finite number >= 1, an integer where asked."""
-    ok = not isinstance(value, bool) and isinstance(value, numbers.Real) and math.isfinite(value) and value >= 1
+    ok = is_real(value) and math.isfinite(value) and value >= 1
     if ok and integer and value != math.floor(value):
         raise ValueError(f"{name} must be an integer >= 1 (a non-integer echo factor needs pipeline policy "
                          f"'fixed', which rounds it at random), got {value!r}")
     if not ok:
         raise ValueError(f"{name} must be {'an integer' if integer else 'a finite number'} >= 1, got {value!r}")
     return int(value) if integer else float(value)
-
-
-def _choice(name: str, value: Any, allowed: tuple[str, ...]) -> str:
-    if not isinstance(value, str) or value not in allowed:
-        raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
-    return value
 
 
 def _service(name: str, value: Any) -> ServiceTime:
@@ -223,7 +247,7 @@ class Pipeline:
     step_time: ServiceTime = 1.0
     policy: str = "sync"
     echo: float | None = None
-    max_echo: int = 64
+    max_echo: int = MAX_ECHO
     delivery: str = "ordered"
     blocking: str = "after"
     switch_overhead: float = 0.0
@@ -236,19 +260,16 @@ class Pipeline:
     def __post_init__(self) -> None:
         set_ = object.__setattr__
         set_(self, "arrival", _service("Pipeline.arrival", self.arrival))
-        set_(self, "workers", _int_field("Pipeline.workers", self.workers, 1))
+        set_(self, "workers", check_int("Pipeline.workers", self.workers, 1))
         check_fits("Pipeline.workers", self.workers, 24, what="the state of every loader worker")
-        set_(self, "prefetch", _int_field("Pipeline.prefetch", self.prefetch, 1))
+        set_(self, "prefetch", check_int("Pipeline.prefetch", self.prefetch, 1))
         set_(self, "step_time", _service("Pipeline.step_time", self.step_time))
-        set_(self, "policy", _choice("Pipeline.policy", self.policy, tuple(POLICIES)))
+        set_(self, "policy", check_choice("Pipeline.policy", self.policy, tuple(POLICIES)))
         params = POLICIES[self.policy].params
-        set_(self, "max_echo", _int_field("Pipeline.max_echo", self.max_echo, 1))
-        set_(self, "delivery", _choice("Pipeline.delivery", self.delivery, DELIVERIES))
-        set_(self, "blocking", _choice("Pipeline.blocking", self.blocking, BLOCKING))
-        h = self.switch_overhead
-        if isinstance(h, bool) or not isinstance(h, numbers.Real) or not (math.isfinite(h) and h >= 0):
-            raise ValueError(f"Pipeline.switch_overhead must be a finite number >= 0, got {h!r}")
-        set_(self, "switch_overhead", float(h))
+        set_(self, "max_echo", check_int("Pipeline.max_echo", self.max_echo, 1))
+        set_(self, "delivery", check_choice("Pipeline.delivery", self.delivery, DELIVERIES))
+        set_(self, "blocking", check_choice("Pipeline.blocking", self.blocking, BLOCKING))
+        set_(self, "switch_overhead", check_real("Pipeline.switch_overhead", self.switch_overhead, lo=0.0))
         e = self.echo
         if "echo" in params:
             if e is None:
@@ -262,18 +283,18 @@ class Pipeline:
         S = self.shuffle_buffer
         if S is not None:
             if "shuffle_buffer" not in params:
-                takes = [n for n, p in POLICIES.items() if "shuffle_buffer" in p.params]
+                takes = policies_taking("shuffle_buffer")
                 raise ValueError(
                     f"Pipeline.shuffle_buffer applies only to policy {' and '.join(map(repr, takes))}, got {S!r} "
                     f"with policy {self.policy!r}"
                 )
-            set_(self, "shuffle_buffer", _int_field("Pipeline.shuffle_buffer", S, 1))
+            set_(self, "shuffle_buffer", check_int("Pipeline.shuffle_buffer", S, 1))
             check_fits("Pipeline.shuffle_buffer", self.shuffle_buffer, 8, what="the example ids it holds")
         for name in AUTO_OPTIONS:
             v = getattr(self, name)
             if name not in params:
                 if v is not None:
-                    takes = [n for n, p in POLICIES.items() if name in p.params]
+                    takes = policies_taking(name)
                     raise ValueError(f"Pipeline.{name} applies only to policy {' and '.join(map(repr, takes))}, "
                                      f"got {v!r} with policy {self.policy!r}")
                 continue

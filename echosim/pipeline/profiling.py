@@ -7,13 +7,13 @@
 
 from __future__ import annotations
 
-import numbers
 import time
 import warnings
 from collections.abc import Callable, Iterable
 
 import numpy as np
 
+from echosim._validate import check_int
 from echosim.pipeline.traces import Trace
 
 __all__ = ["profile"]
@@ -71,10 +71,8 @@ def profile(
         If the iterable is exhausted after ``1 <= k < n`` timed batches: the trace
         holds those ``k`` times (note `fit_service_times` needs at least 2).
     """
-    if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 1:
-        raise ValueError(f"n must be an integer >= 1, got {n!r}")
-    if isinstance(warmup, bool) or not isinstance(warmup, numbers.Integral) or warmup < 0:
-        raise ValueError(f"warmup must be an integer >= 0, got {warmup!r}")
+    check_int("n", n, lo=1)
+    check_int("warmup", warmup, lo=0)
     if not callable(clock):
         raise ValueError(f"clock must be a callable returning seconds, got {clock!r}")
     if mode not in ("cycle", "resample"):

@@ -7,18 +7,18 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-import numbers
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from echosim.pipeline import stream
-from echosim.pipeline.model import CAPPED_POLICIES as _GREEDY, ECHO_POLICIES, POLICIES, Pipeline, _int_field, check_echo
+from echosim._validate import check_int, check_real, is_int
+from echosim.pipeline.model import CAPPED_POLICIES as _GREEDY, ECHO_POLICIES, POLICIES, Pipeline, check_echo
 from echosim.pipeline.sizes import check_fits
 from echosim.pipeline.stream import (
     DerivedSteps, EventLoop, HeldSteps, Inputs, _example_copies, _example_extra, _round_echo, _StepTimes,
-    _estimate_echo, derived_steps, draw_inputs, redrawn_durations,
+    estimate_echo, derived_steps, draw_inputs, redrawn_durations,
 )
 
 __all__ = ["Schedule", "simulate", "simulate_deciding", "simulate_until", "simulate_with_times", "echo_schedule"]
@@ -130,7 +130,7 @@ class Schedule:
 
     def first_steps(self, n: int) -> Schedule:
         """The first `n` steps, with the fresh batches they use (the last one possibly cut short)."""
-        n = _int_field("n", n, 1)
+        n = check_int("n", n, 1)
         if n >= self.n_steps:
             return self
         if not self.timed:
@@ -232,7 +232,7 @@ def echo_schedule(echo, n_batches: int | None = None) -> Schedule:
         K = check_echo(echo, "echo", integer=True)
         if n_batches is None:
             raise ValueError("n_batches is required when echo is a number")
-        T = _int_field("n_batches", n_batches, 1)
+        T = check_int("n_batches", n_batches, 1)
         check_fits("n_batches", T, 8, what="K_t of every fresh batch")
         return Schedule(steps_per_batch=np.full(T, K, dtype=np.int64))
     K_t = np.asarray(echo)
@@ -252,7 +252,7 @@ def echo_schedule(echo, n_batches: int | None = None) -> Schedule:
 def _check_seed(seed: Any) -> np.random.SeedSequence:
     if isinstance(seed, np.random.SeedSequence):
         return seed
-    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
+    if not is_int(seed) or seed < 0:
         raise ValueError(f"seed must be an integer >= 0 or a numpy SeedSequence, got {seed!r}")
     return np.random.SeedSequence(int(seed))
 
@@ -262,7 +262,7 @@ def _check_batch_size(pipeline: Pipeline, batch_size: Any) -> int | None:
         if pipeline.policy == "example":
             raise ValueError("batch_size is required for policy 'example' (an integer >= 1)")
         return None
-    return _int_field("batch_size", batch_size, 1)
+    return check_int("batch_size", batch_size, 1)
 
 
 def schedule_bytes_per_batch(pipeline: Pipeline, batch_size: int | None = None) -> float:
@@ -270,7 +270,7 @@ def schedule_bytes_per_batch(pipeline: Pipeline, batch_size: int | None = None) 
     (a long one derives them only when asked for, but must be able to hand them out)."""
     steps = {"sync": 1.0, "fixed": pipeline.echo, "example": pipeline.echo}.get(pipeline.policy)
     if steps is None:  # greedy: about what the event loop allocates up front
-        steps = 1.1 * _estimate_echo(pipeline)
+        steps = 1.1 * estimate_echo(pipeline)
     per = 64.0 + 32.0 * steps
     if pipeline.policy == "example":
         per += (batch_size or 1) * (1.0 + 8.0 * steps)  # extra copies, example ids of every step
@@ -330,7 +330,7 @@ def simulate(pipeline: Pipeline, n_batches: int, seed, batch_size: int | None = 
     """
     if not isinstance(pipeline, Pipeline):
         raise ValueError(f"pipeline must be an echosim Pipeline, got {type(pipeline).__name__}")
-    T = _int_field("n_batches", n_batches, 1)
+    T = check_int("n_batches", n_batches, 1)
     ss = _check_seed(seed)
     B = _check_batch_size(pipeline, batch_size)
     caps = _check_caps(pipeline, caps, T)
@@ -356,7 +356,7 @@ def simulate_deciding(pipeline: Pipeline, n_batches: int, seed, decide) -> Sched
                          f"{' and '.join(map(repr, _GREEDY))}, got {pipeline.policy!r}")
     if not callable(decide):
         raise ValueError(f"decide: expected a callable (n, tau, K, take_time) -> caps, got {decide!r}")
-    T = _int_field("n_batches", n_batches, 1)
+    T = check_int("n_batches", n_batches, 1)
     ss = _check_seed(seed)
     _check_schedule_size("n_batches", T, T, pipeline, None)
     seeds = ss.spawn(4)
@@ -527,8 +527,7 @@ def simulate_until(pipeline, budget: float, seed: int, batch_size: int | None = 
     until it runs past the budget); the last batch kept may have fewer steps than the
     policy planned.
     """
-    if isinstance(budget, bool) or not isinstance(budget, numbers.Real) or not (math.isfinite(budget) and budget > 0):
-        raise ValueError(f"budget must be a finite number > 0, got {budget!r}")
+    budget = check_real("budget", budget, lo=0.0, lo_open=True)
     T0 = 1.25 * budget / mean_batch_time(pipeline) + 16
     if not math.isfinite(T0) or T0 > 2**62:
         raise ValueError(f"budget={budget:g} implies {T0:.3g} fresh batches, more than any run can hold")

@@ -48,12 +48,13 @@ True
 from __future__ import annotations
 
 import math
-import numbers
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar
 
 import numpy as np
+
+from echosim._validate import check_int, check_real, is_real
 
 __all__ = [
     "FAMILIES",
@@ -84,30 +85,11 @@ def _at_least_tiny(draws: np.ndarray) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------------
-# validation helpers: each raises ValueError naming the field and what is allowed
+# validation: echosim._validate's checks, and the generator every draw takes
 
 
-def _real(owner: str, name: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise ValueError(f"{owner}.{name} must be a real number, got {value!r}")
-    return float(value)
-
-
-def _positive(owner: str, name: str, value: Any) -> float:
-    x = _real(owner, name, value)
-    if not (math.isfinite(x) and x > 0.0):
-        raise ValueError(f"{owner}.{name} must be finite and > 0, got {value!r}")
-    return x
-
-
-def _nonnegative(owner: str, name: str, value: Any) -> float:
-    x = _real(owner, name, value)
-    if not (math.isfinite(x) and x >= 0.0):
-        raise ValueError(f"{owner}.{name} must be finite and >= 0, got {value!r}")
-    return x
-
-
-def _check_rng(rng: Any) -> None:
+def check_rng(rng: Any) -> None:
+    """`rng` must be a `numpy.random.Generator` (no global random state anywhere)."""
     if not isinstance(rng, np.random.Generator):
         raise ValueError(
             "rng must be a numpy.random.Generator (e.g. np.random.default_rng(seed)), "
@@ -115,10 +97,9 @@ def _check_rng(rng: Any) -> None:
         )
 
 
-def _check_n(n: Any) -> int:
-    if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 0:
-        raise ValueError(f"n must be an integer >= 0, got {n!r}")
-    return int(n)
+def check_n(n: Any) -> int:
+    """The number of draws: an integer >= 0."""
+    return check_int("n", n, lo=0)
 
 
 # ---------------------------------------------------------------------------
@@ -160,8 +141,8 @@ class ServiceTime:
         numpy.ndarray
             float64, shape ``(n,)``, every entry finite and > 0.
         """
-        _check_rng(rng)
-        return self._sample(rng, _check_n(n))
+        check_rng(rng)
+        return self._sample(rng, check_n(n))
 
     def _sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
         raise NotImplementedError
@@ -177,7 +158,7 @@ class ServiceTime:
         The mean scales by ``c`` and the variance by ``c**2``; sweeping ``c`` varies
         how laggard the loader is relative to a fixed step time.
         """
-        return self._scaled(_positive(type(self).__name__ + ".scaled", "c", c))
+        return self._scaled(check_real(type(self).__name__ + ".scaled.c", c, lo=0.0, lo_open=True))
 
     def _scaled(self, c: float) -> ServiceTime:
         raise NotImplementedError
@@ -217,7 +198,7 @@ class Deterministic(ServiceTime):
     value: float
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "value", _positive("Deterministic", "value", self.value))
+        object.__setattr__(self, "value", check_real("Deterministic.value", self.value, lo=0.0, lo_open=True))
 
     @property
     def mean(self) -> float:
@@ -244,7 +225,7 @@ class Exponential(ServiceTime):
     mean: float
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "mean", _positive("Exponential", "mean", self.mean))
+        object.__setattr__(self, "mean", check_real("Exponential.mean", self.mean, lo=0.0, lo_open=True))
 
     @property
     def variance(self) -> float:
@@ -273,8 +254,8 @@ class Gamma(ServiceTime):
     cv: float
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "mean", _positive("Gamma", "mean", self.mean))
-        object.__setattr__(self, "cv", _nonnegative("Gamma", "cv", self.cv))
+        object.__setattr__(self, "mean", check_real("Gamma.mean", self.mean, lo=0.0, lo_open=True))
+        object.__setattr__(self, "cv", check_real("Gamma.cv", self.cv, lo=0.0))
 
     @property
     def alpha(self) -> float:
@@ -316,8 +297,8 @@ class LogNormal(ServiceTime):
     cv: float
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "mean", _positive("LogNormal", "mean", self.mean))
-        object.__setattr__(self, "cv", _nonnegative("LogNormal", "cv", self.cv))
+        object.__setattr__(self, "mean", check_real("LogNormal.mean", self.mean, lo=0.0, lo_open=True))
+        object.__setattr__(self, "cv", check_real("LogNormal.cv", self.cv, lo=0.0))
 
     @property
     def sigma(self) -> float:
@@ -360,13 +341,13 @@ class Pareto(ServiceTime):
     shape: float
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "mean", _positive("Pareto", "mean", self.mean))
-        shape = _real("Pareto", "shape", self.shape)
-        if not (math.isfinite(shape) and shape > 1.0):
+        object.__setattr__(self, "mean", check_real("Pareto.mean", self.mean, lo=0.0, lo_open=True))
+        shape = self.shape
+        if not (is_real(shape) and math.isfinite(shape) and shape > 1.0):
             raise ValueError(
                 f"Pareto.shape must be finite and > 1 (finite mean), got {self.shape!r}"
             )
-        object.__setattr__(self, "shape", shape)
+        object.__setattr__(self, "shape", float(shape))
 
     @property
     def x_min(self) -> float:
@@ -417,11 +398,8 @@ class Stall(ServiceTime):
                     f"got {self.base!r}"
                 ) from None
         object.__setattr__(self, "base", base)
-        p = _real("Stall", "p", self.p)
-        if not (0.0 <= p <= 1.0):
-            raise ValueError(f"Stall.p must be in [0, 1], got {self.p!r}")
-        object.__setattr__(self, "p", p)
-        object.__setattr__(self, "length", _positive("Stall", "length", self.length))
+        object.__setattr__(self, "p", check_real("Stall.p", self.p, lo=0.0, hi=1.0))
+        object.__setattr__(self, "length", check_real("Stall.length", self.length, lo=0.0, lo_open=True))
 
     @property
     def mean(self) -> float:
@@ -494,7 +472,7 @@ def as_service_time(x: Any) -> ServiceTime:
         return x
     if isinstance(x, Mapping):
         return service_time_from_dict(x)
-    if isinstance(x, numbers.Real) and not isinstance(x, bool):
+    if is_real(x):
         return Deterministic(x)
     raise ValueError(
         "a service time must be a ServiceTime, a number > 0 or a dict with a 'kind', "

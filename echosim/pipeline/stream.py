@@ -25,7 +25,7 @@ from echosim.pipeline.service_times import Deterministic, ServiceTime
 from echosim.pipeline.traces import Trace
 
 __all__ = ["STEP_CHUNK", "HeldSteps", "DerivedSteps", "EventLoop", "Inputs", "draw_inputs", "redrawn_durations",
-           "derived_steps"]
+           "derived_steps", "estimate_echo"]
 
 STEP_CHUNK = 1 << 18
 """Steps the event loop's output holds (24 bytes each): a simulation with more steps
@@ -74,8 +74,10 @@ def _sampled_step_times(step: ServiceTime, rng: np.random.Generator, n_known: in
     return _StepTimes(False, np.empty(0), lambda offset, n: step.sample(rng, n))
 
 
-def _estimate_echo(pipeline: Pipeline) -> float:
-    """Rough steps per fresh batch under "greedy", to size chunks and outputs."""
+def estimate_echo(pipeline: Pipeline) -> float:
+    """Rough steps per fresh batch under a capped policy ("greedy", "auto"): the loader's
+    time per batch over the accelerator's per step, plus one, within [1, max_echo]. To size
+    chunks and outputs, and a run's memory and work before it runs."""
     busy = pipeline.workers if pipeline.blocking == "after" else min(pipeline.workers, pipeline.prefetch)
     ratio = pipeline.arrival.mean / (busy * pipeline.step_time.mean + pipeline.switch_overhead)
     return float(min(pipeline.max_echo, max(1.0, ratio + 1.0)))
@@ -224,7 +226,7 @@ class EventLoop:
         of them, and the rest at the end (views, valid until the next yield). Without
         `chunk` the output grows to hold every step: see `held`."""
         des, pipeline, T, steps = self.des, self.pipeline, self.T, self.inputs.steps
-        est = _estimate_echo(pipeline) if pipeline.policy in _GREEDY else 1.0
+        est = estimate_echo(pipeline) if pipeline.policy in _GREEDY else 1.0
         n_known = self.inputs.n_known
         cap = n_known if n_known is not None else min(T * pipeline.max_echo, int(T * est * 1.1) + 1024)
         limit = math.inf if chunk is None else chunk

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-import numbers
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -24,6 +23,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from echosim._validate import check_int, check_real
 from echosim.pipeline import service_times
 from echosim.pipeline.sizes import check_file_size
 from echosim.pipeline.service_times import (
@@ -33,9 +33,8 @@ from echosim.pipeline.service_times import (
     LogNormal,
     Pareto,
     ServiceTime,
-    _check_n,
-    _check_rng,
-    _positive,
+    check_n,
+    check_rng,
 )
 
 __all__ = ["Trace", "Fit", "fit_service_times", "FITTED"]
@@ -146,10 +145,9 @@ class Trace(ServiceTime):
 
     def sample(self, rng: np.random.Generator, n: int, *, start: int = 0) -> np.ndarray:
         """Draw ``n`` times; in ``"cycle"`` mode begin the replay at ``times[start]``."""
-        _check_rng(rng)
-        n = _check_n(n)
-        if isinstance(start, bool) or not isinstance(start, numbers.Integral) or start < 0:
-            raise ValueError(f"start must be an integer >= 0, got {start!r}")
+        check_rng(rng)
+        n = check_n(n)
+        check_int("start", start, lo=0)
         if self.mode == "cycle":
             idx = (int(start) + np.arange(n)) % self.times.size
         else:
@@ -202,7 +200,7 @@ class Trace(ServiceTime):
             raise ValueError(f"Trace.mode must be one of {_TRACE_MODES}, got {mode!r}")
         if column is not None and not isinstance(column, str):
             raise ValueError(f"Trace.column must be a column name (str), got {column!r}")
-        scale = _positive("Trace", "scale", scale)
+        scale = check_real("Trace.scale", scale, lo=0.0, lo_open=True)
         p = Path(path)
         if not p.exists():
             raise ValueError(f"Trace.path: file {str(path)!r} does not exist")

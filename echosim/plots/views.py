@@ -268,7 +268,7 @@ def bound_curve(constants: dict, batch_size: int, T, *, lr: float, echo: float |
 
 
 def overlay(runs, constants: dict, *, batch_size: int, lr: float, echo: float | None = None, x: str = "batches",
-            y: str = "risk", q=(0.1, 0.9), method: str = "echoed_gd", hyper: dict | None = None,
+            y: str = "risk", q=(0.1, 0.9), method: str | None = None, hyper: dict | None = None,
             label: str | None = None, constants_kind: str = "almost sure") -> dict:
     """The runs of one setting (several seeds) and the bound that applies to them, on one x-axis.
 
@@ -278,8 +278,13 @@ def overlay(runs, constants: dict, *, batch_size: int, lr: float, echo: float | 
     size at most 1/β, and the run's own step counts (`echo`, else read off the runs:
     a constant K, or each run's K_t), and constants that hold almost surely (with
     `constants_kind` "mean square", a Gaussian design, the bounds' assumptions fail:
-    docs/background/problems.md). Otherwise ``bound["reason"]`` says why not.
+    docs/background/problems.md). Otherwise ``bound["reason"]`` says why not. `method`
+    defaults to `echosim.training.methods.DEFAULT_METHOD`.
     """
+    if method is None:
+        from echosim.training.methods import DEFAULT_METHOD
+
+        method = DEFAULT_METHOD
     band = median_band(runs, x=x, y=y, q=q, label=label)
     name, column = method_bound(method, hyper)
     if name is not None and constants_kind != "almost sure":

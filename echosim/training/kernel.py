@@ -82,7 +82,7 @@ _BLOCK = 32  # rows per block of the logistic gradient, a multiple of 4: 32 rows
 
 
 @njit(cache=True, fastmath=_FASTMATH)
-def _dlogistic(z, y):
+def dlogistic(z, y):
     """ℓ'(z) = −y·σ(−yz) of the binary logistic loss, without a branch or a library call,
     so that a loop of it over rows (or learning rates) vectorises."""
     return -y * sigmoid(-y * z)
@@ -195,7 +195,7 @@ def _make_logistic_grad(full: bool):
                 r[k - start] = z
                 labels[k - start] = y[i]
             for q in range(stop - start):  # contiguous r and labels: no gather, so it vectorises
-                r[q] = P.dtype.type(_dlogistic(r[q], labels[q]) * scale)
+                r[q] = P.dtype.type(dlogistic(r[q], labels[q]) * scale)
             for k in range(start, fours, 4):
                 if FULL:
                     a, b, c, e = k, k + 1, k + 2, k + 3
@@ -350,7 +350,7 @@ def _dlogistic_many(Rt, yt, L, scale):
     """Rt[l, q] ← ℓ'(Rt[l, q]; y_q)/n for the L iterates (logistic: a loop that vectorises)."""
     for l in range(L):
         for q in range(yt.shape[0]):
-            Rt[l, q] = Rt.dtype.type(_dlogistic(Rt[l, q], yt[q]) * scale)
+            Rt[l, q] = Rt.dtype.type(dlogistic(Rt[l, q], yt[q]) * scale)
 
 
 @njit(cache=True, fastmath=_FASTMATH)

@@ -46,7 +46,7 @@ calls per node.
 
 Table for R_M (the hot path: one value per logged iterate). For s <= s_dense the rule is a
 fixed function of s, analytic except where s z_i = +-i pi (2k + 1) at a node z_i, i.e. at
-distance >= pi s_dense / T from the real axis. `_softplus_table` samples it once per
+distance >= pi s_dense / T from the real axis. `softplus_table` samples it once per
 (design, d) at 14 Chebyshev points on each of 60 equal pieces of [0, s_dense], and the Numba
 kernel `risk_kernel.softplus_remainder` interpolates by the barycentric formula: in units of
 a piece's half-width the singularities are >= 2 pi 60 / T ~ 8.2 away, so the interpolation
@@ -75,6 +75,10 @@ __all__ = [
     "softplus_moment",
     "sigmoid_moment",
 ]
+"""The risks and moments. The quadrature's building blocks (`quadrature_rule`, `tau_sums`,
+the remainders' integrands `g_softplus`, `g_sigmoid`, `g_stein`, `softplus_table`,
+`softplus_remainder`) are public for the tests and the ablation of
+``benchmarks/bench_risk.py``, and not re-exported."""
 
 DESIGNS = ("gaussian", "sphere")
 
@@ -146,7 +150,7 @@ def _check_design(design, dim) -> int | None:
 
 
 @lru_cache(maxsize=64)
-def _rule(design: str, dim: int | None) -> _Rule:
+def quadrature_rule(design: str, dim: int | None) -> _Rule:
     """Composite Gauss-Legendre rule on [0, 1] plus the constants of Z (cached)."""
     x, w = roots_legendre(_ORDER)
     b = np.asarray(_BREAKS)
@@ -191,14 +195,14 @@ class _Table:
 
 
 @lru_cache(maxsize=64)
-def _softplus_table(design: str, dim: int | None) -> _Table:
+def softplus_table(design: str, dim: int | None) -> _Table:
     """Sample the weight-limited rule's R_M at the Chebyshev points of every piece (cached)."""
-    rule = _rule(design, dim)
+    rule = quadrature_rule(design, dim)
     theta = np.pi * (2 * np.arange(_POINTS) + 1) / (2 * _POINTS)
     x, lam = np.cos(theta), (-1.0) ** np.arange(_POINTS) * np.sin(theta)
     width = rule.s_dense / _PIECES
     s = (np.arange(_PIECES)[:, None] + 0.5 * (x + 1.0)) * width
-    total, length = _tau_sums(s.ravel(), rule, _g_softplus, 0)
+    total, length = tau_sums(s.ravel(), rule, g_softplus, 0)
     values = (total * length).reshape(s.shape)
     mid = values[:, _POINTS // 2].copy()
     delta = values - mid[:, None]  # exact (Sterbenz): values in a piece are within 2x
@@ -208,14 +212,14 @@ def _softplus_table(design: str, dim: int | None) -> _Table:
     return table
 
 
-def _softplus_remainder(s, rule: _Rule) -> np.ndarray:
+def softplus_remainder(s, rule: _Rule) -> np.ndarray:
     """R_M(s) = 2 int_0 log1p(e^-s z) p(z) dz for s >= 0 (any shape): series and table up to
     s_dense, the rule beyond (module docstring)."""
     from echosim.training.risk_kernel import softplus_remainder  # Numba: compiled on first use
 
     flat = np.ascontiguousarray(s, dtype=float).ravel()
     out = np.empty(flat.shape)
-    t = _softplus_table(rule.design, rule.dim)
+    t = softplus_table(rule.design, rule.dim)
     m2 = 1.0 if rule.design == "gaussian" else 1.0 / rule.dim  # E[Z^2]
     dense = flat <= rule.s_dense
     if dense.all():
@@ -224,7 +228,7 @@ def _softplus_remainder(s, rule: _Rule) -> np.ndarray:
         part = np.empty(np.count_nonzero(dense))
         softplus_remainder(flat[dense], _S_SERIES, rule.mean_pos, m2, t.width, t.x, t.lam, t.mid, t.delta, part)
         out[dense] = part
-        total, length = _tau_sums(flat[~dense], rule, _g_softplus, 0)
+        total, length = tau_sums(flat[~dense], rule, g_softplus, 0)
         out[~dense] = total * length
     return out.reshape(np.shape(s))
 
@@ -232,7 +236,7 @@ def _softplus_remainder(s, rule: _Rule) -> np.ndarray:
 @lru_cache(maxsize=8)
 def _fixed_kernel(kernel) -> np.ndarray:
     """g(T tau) at the nodes: the kernel values shared by every s >= s_fixed (any design)."""
-    values = kernel(_T_MAX * _rule("gaussian", None).tau)  # tau is the same for every design
+    values = kernel(_T_MAX * quadrature_rule("gaussian", None).tau)  # tau is the same for every design
     values.setflags(write=False)
     return values
 
@@ -240,24 +244,24 @@ def _fixed_kernel(kernel) -> np.ndarray:
 # --- the three decaying kernels g(t), t >= 0 -------------------------------------------
 
 
-def _g_softplus(t):
+def g_softplus(t):
     """log1p(exp(-t)): softplus(t) - t+, the remainder of M."""
     return np.log1p(np.exp(-t))
 
 
-def _g_sigmoid(t):
+def g_sigmoid(t):
     """t sigma(-t): t+ - sigma(t) t, the remainder of N."""
     e = np.exp(-t)
     return t * e / (1.0 + e)
 
 
-def _g_stein(t):
+def g_stein(t):
     """sigma'(t) = sigma(t) sigma(-t), the integrand of N after Stein's identity."""
     e = np.exp(-t)
     return e / (1.0 + e) ** 2
 
 
-def _tau_sums(s, rule: _Rule, kernel, extra_power: int):
+def tau_sums(s, rule: _Rule, kernel, extra_power: int):
     """For s >= 0 (1-D): (S, length) with 2 int_0 g(s z) p(z) (1-z^2)^j dz = length * S.
 
     ``length`` is L or Phi (in z or phi units, as the regime integrates); s * length is
@@ -301,7 +305,7 @@ def _blocks(indices):
 @lru_cache(maxsize=256)
 def _sigmoid_remainder(design: str, dim: int | None, s_v: float) -> float:
     """R_N(s_v) = 2 int_0 s_v z sigma(-s_v z) p(z) dz: one value per problem, so cached."""
-    total, length = _tau_sums(np.array([s_v]), _rule(design, dim), _g_sigmoid, 0)
+    total, length = tau_sums(np.array([s_v]), quadrature_rule(design, dim), g_sigmoid, 0)
     return float(total[0] * length[0])
 
 
@@ -336,8 +340,8 @@ def softplus_moment(s, design: str, dim: int | None = None):
     """
     dim = _check_design(design, dim)
     s = _validate_s(s)
-    rule = _rule(design, dim)
-    out = s * rule.mean_pos + _softplus_remainder(s, rule)  # R_M(0) = log 2 exactly
+    rule = quadrature_rule(design, dim)
+    out = s * rule.mean_pos + softplus_remainder(s, rule)  # R_M(0) = log 2 exactly
     return out[()]
 
 
@@ -355,9 +359,9 @@ def sigmoid_moment(s, design: str, dim: int | None = None):
     """
     dim = _check_design(design, dim)
     s = _validate_s(s)
-    rule = _rule(design, dim)
+    rule = quadrature_rule(design, dim)
     flat = s.ravel()
-    total, length = _tau_sums(flat, rule, _g_stein, 0 if design == "gaussian" else 1)
+    total, length = tau_sums(flat, rule, g_stein, 0 if design == "gaussian" else 1)
     out = flat * (flat * length) * total  # s * (s L) * S: no s^2 overflow
     if design == "sphere":
         out = out / (rule.dim - 1)
@@ -378,7 +382,7 @@ def _risk(s_u, proj, s_v, rule: _Rule):
         s_u, proj = np.broadcast_arrays(s_u, proj)
     inf = np.isinf(s_u)
     s_fin = np.where(inf, 0.0, s_u)
-    r_m = _softplus_remainder(s_fin, rule)
+    r_m = softplus_remainder(s_fin, rule)
     if s_v == 0:
         out = s_fin * rule.mean_pos + r_m
     else:
@@ -466,7 +470,7 @@ def gaussian_risk_scaled(s_u, c, b2):
     b2 = _scalar(b2, "b2")
     s_v = math.sqrt(b2)
     s_u, c = _check_pair(s_u, c, "s_u", s_v if s_v > 0 else 1.0, "s_u * sqrt(b2)")
-    rule = _rule("gaussian", None)
+    rule = quadrature_rule("gaussian", None)
     if s_v == 0:
         return _risk(s_u, 0.0, 0.0, rule)
     return _risk(s_u, c / s_v, s_v, rule)
@@ -502,7 +506,7 @@ def sphere_risk(norm_w, c, norm_wstar, radius, dim):
     norm_wstar = _scalar(norm_wstar, "norm_wstar")
     radius = _scalar(radius, "radius", positive=True)
     norm_w, c = _check_pair(norm_w, c, "norm_w", norm_wstar if norm_wstar > 0 else 1.0, "norm_w * norm_wstar")
-    rule = _rule("sphere", dim)
+    rule = quadrature_rule("sphere", dim)
     with np.errstate(over="ignore"):  # r |w| beyond the largest double is +inf: F = +inf
         s_u = radius * norm_w
     s_v = radius * norm_wstar

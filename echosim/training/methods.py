@@ -66,8 +66,10 @@ from typing import Callable, ClassVar, Union
 
 import numpy as np
 
+from echosim._validate import check_int, check_real, is_real
+
 __all__ = ["Optimizer", "MinibatchSGD", "EchoedGD", "EchoedSGD", "EchoedNesterov", "EchoedProx", "EchoedHeavyBall",
-           "EchoedAdam", "EchoedAdamW", "Method", "METHODS", "HYPER_FIELDS", "ADAPTIVE_LRS", "learning_rates",
+           "EchoedAdam", "EchoedAdamW", "Method", "METHODS", "DEFAULT_METHOD", "HYPER_FIELDS", "ADAPTIVE_LRS", "learning_rates",
            "get_method", "check_rows"]
 
 LearningRate = Union[float, np.ndarray, Callable[[np.ndarray], np.ndarray]]
@@ -130,8 +132,7 @@ def _check_lr(lr):
 
 def _fraction(name, value):
     """A number in [0, 1) (momenta, Adam's betas)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
-            or not math.isfinite(value) or not 0 <= value < 1:
+    if not (is_real(value) and math.isfinite(value) and 0 <= value < 1):
         raise ValueError(f"{name} must be a number in [0, 1), got {value!r}")
     return float(value)
 
@@ -209,8 +210,7 @@ class EchoedSGD(Optimizer):
     def __post_init__(self):
         super().__post_init__()
         b = self.sub_batch
-        if isinstance(b, bool) or not isinstance(b, (int, np.integer)) or b < 1:
-            raise ValueError(f"sub_batch must be a positive integer, got {b!r}")
+        check_int("sub_batch", b, lo=1)
         if not isinstance(self.replace, (bool, np.bool_)):
             raise ValueError(f"replace must be True or False, got {self.replace!r}")
 
@@ -256,9 +256,7 @@ class EchoedProx(Optimizer):
 
     def __post_init__(self):
         super().__post_init__()
-        if isinstance(self.lam, bool) or not (isinstance(self.lam, (int, float)) and math.isfinite(self.lam)
-                                              and self.lam >= 0):
-            raise ValueError(f"lam must be a non-negative finite number, got {self.lam!r}")
+        check_real("lam", self.lam, lo=0.0)
 
 
 @dataclass(frozen=True, repr=False)
@@ -327,11 +325,7 @@ class EchoedAdamW(Optimizer):
     def __post_init__(self):
         super().__post_init__()
         _check_adam(self)
-        wd = self.weight_decay
-        if isinstance(wd, bool) or not isinstance(wd, (int, float, np.integer, np.floating)) \
-                or not math.isfinite(wd) or wd < 0:
-            raise ValueError(f"weight_decay must be a non-negative finite number, got {wd!r}")
-        object.__setattr__(self, "weight_decay", float(wd))
+        object.__setattr__(self, "weight_decay", check_real("weight_decay", self.weight_decay, lo=0.0))
 
     def config(self) -> dict:
         return {"beta1": self.betas[0], "beta2": self.betas[1], "eps": self.eps, "weight_decay": self.weight_decay}
@@ -347,11 +341,7 @@ def _check_adam(spec) -> None:
     if not isinstance(b, (tuple, list)) or len(b) != 2:
         raise ValueError(f"betas must be a pair (beta1, beta2) of numbers in [0, 1), got {b!r}")
     object.__setattr__(spec, "betas", (_fraction("betas[0]", b[0]), _fraction("betas[1]", b[1])))
-    e = spec.eps
-    if isinstance(e, bool) or not isinstance(e, (int, float, np.integer, np.floating)) \
-            or not math.isfinite(e) or e <= 0:
-        raise ValueError(f"eps must be a finite number > 0, got {e!r}")
-    object.__setattr__(spec, "eps", float(e))
+    object.__setattr__(spec, "eps", check_real("eps", spec.eps, lo=0.0, lo_open=True))
 
 
 @dataclass(frozen=True)
@@ -428,6 +418,8 @@ METHODS: dict[str, Method] = {m.name: m for m in (
            lr_grid=ADAPTIVE_LRS),
 )}
 """The registry of optimizer methods: config name → row. Nothing else lists methods."""
+DEFAULT_METHOD = "echoed_gd"
+"""The method of a config, a plot or a plan that names none (a row of `METHODS`)."""
 
 HYPER_FIELDS = {
     "sub_batch": dict(kind="int", lo=1, doc="rows per step (a random sub-batch of the fresh batch)"),

@@ -1,5 +1,8 @@
 """Problems: a stream of fresh batches, the population risk F, w*, F* and β, ρ, D.
 
+The kinds a config names are the rows of `PROBLEMS` (class, defaults, a preset
+instance), which the config schema and the planner read.
+
 A problem draws i.i.d. examples; fresh batch t is a pure function of
 (seed, t, batch size), so runs that share a seed see the same batches whatever
 their echo factor, policy or optimizer (common random numbers).
@@ -20,9 +23,13 @@ The derivations are in docs/background/problems.md.
 
 from __future__ import annotations
 
+import inspect
 import math
+from dataclasses import dataclass
+
 import numpy as np
 
+from echosim._validate import check_choice, check_int, check_real, is_int
 from echosim.pipeline.sizes import check_fits
 from echosim.training import logistic_risk as _logistic_risk
 from echosim.training.losses import LOSSES, get_loss
@@ -37,6 +44,9 @@ STREAM_DATA = 0
 STREAM_OPTIMIZER = 1
 
 DESIGNS = ("gaussian", "sphere")
+"""Designs of the synthetic problems: x ~ N(0, diag(i^-decay)), or uniform on a sphere."""
+NOISES = ("gaussian", "uniform")
+"""Label-noise laws of `LeastSquares`."""
 
 
 def block_rng(seed: int, stream: int, block: int) -> np.random.Generator:
@@ -44,34 +54,15 @@ def block_rng(seed: int, stream: int, block: int) -> np.random.Generator:
     return np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(stream, block)))
 
 
-def _positive(name, value):
-    if not (isinstance(value, (int, float, np.integer, np.floating)) and math.isfinite(value) and value > 0):
-        raise ValueError(f"{name} must be a positive finite number, got {value!r}")
-    return float(value)
-
-
-def _nonnegative(name, value):
-    if not (isinstance(value, (int, float, np.integer, np.floating)) and math.isfinite(value) and value >= 0):
-        raise ValueError(f"{name} must be a non-negative finite number, got {value!r}")
-    return float(value)
-
-
-def _choice(name, value, allowed):
-    if value not in allowed:
-        raise ValueError(f"{name} must be one of {', '.join(map(repr, allowed))}; got {value!r}")
-    return value
-
-
 def _dimension(dim):
-    if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)) or dim < 1:
-        raise ValueError(f"dim must be a positive integer, got {dim!r}")
-    check_fits("dim", int(dim), 64, what="w*, the spectrum, the iterates and their averages")
-    return int(dim)
+    dim = check_int("dim", dim, lo=1)
+    check_fits("dim", dim, 64, what="w*, the spectrum, the iterates and their averages")
+    return dim
 
 
 def _w_star(w_star, w_star_norm, dim):
     if w_star is None:
-        norm = _nonnegative("w_star_norm", w_star_norm)
+        norm = check_real("w_star_norm", w_star_norm, lo=0.0)
         return np.full(dim, norm / math.sqrt(dim))
     w = np.asarray(w_star, dtype=np.float64)
     if w.shape != (dim,):
@@ -205,9 +196,9 @@ class _SyntheticDesign:
 
     def _init_design(self, dim, design, decay, radius):
         self._dim = _dimension(dim)
-        self.design = _choice("design", design, DESIGNS)
-        self.decay = _nonnegative("decay", decay)
-        self.radius = _positive("radius", radius)
+        self.design = check_choice("design", design, DESIGNS)
+        self.decay = check_real("decay", decay, lo=0.0)
+        self.radius = check_real("radius", radius, lo=0.0, lo_open=True)
         if self.design == "sphere":
             self.eigenvalues = np.full(self._dim, self.radius**2 / self._dim)
         else:
@@ -277,8 +268,8 @@ class LeastSquares(_SyntheticDesign, Problem):
     def __init__(self, dim, design="gaussian", decay=0.0, radius=1.0, noise="gaussian",
                  noise_std=0.5, w_star=None, w_star_norm=1.0):
         self._init_design(dim, design, decay, radius)
-        self.noise = _choice("noise", noise, ("gaussian", "uniform"))
-        self.noise_std = _nonnegative("noise_std", noise_std)
+        self.noise = check_choice("noise", noise, NOISES)
+        self.noise_std = check_real("noise_std", noise_std, lo=0.0)
         self.w_star_norm = float(w_star_norm)
         self.w_star = _w_star(w_star, w_star_norm, self._dim)
         self.F_star = 0.5 * self.noise_std**2
@@ -432,14 +423,13 @@ class Dataset(Problem):
             if np.any(y < 0) or np.any(y != np.round(y)):
                 raise ValueError("y must hold class indices 0, 1, ..., C-1 for the softmax loss")
             C = int(y.max()) + 1 if n_classes is None else n_classes
-            if isinstance(C, bool) or not isinstance(C, (int, np.integer)) or C < 2 or y.max() >= C:
+            if not is_int(C) or C < 2 or y.max() >= C:
                 raise ValueError(f"n_classes must be an integer >= 2 above every label, got {n_classes!r}")
             self.n_classes = int(C)
-        self.l2 = _nonnegative("l2", l2)
+        self.l2 = check_real("l2", l2, lo=0.0)
         self.X, self.y, self.name = X, y, str(name)
         self._eval = (X, y)
-        if eval_rows is not None and (isinstance(eval_rows, bool) or not isinstance(eval_rows, (int, np.integer))
-                                      or eval_rows < 1):
+        if eval_rows is not None and (not is_int(eval_rows) or eval_rows < 1):
             raise ValueError(f"eval_rows must be a positive integer (rows of the risk's subsample), got {eval_rows!r}")
         self.w_star = self._solve()
         self.eval_rows, self.eval_bias = X.shape[0], 0.0
@@ -558,5 +548,43 @@ def _margins(X, w):
     return margins(X, np.ascontiguousarray(w))
 
 
-PROBLEMS = {"least_squares": LeastSquares, "logistic": Logistic, "dataset": Dataset}
-"""The registry of problem kinds: config name → class."""
+@dataclass(frozen=True)
+class ProblemKind:
+    """One problem kind (the config's ``problem.kind``): its class, whether it is a
+    synthetic design (`LeastSquares`, `Logistic`) or a finite table (`Dataset`), and a
+    small ill-conditioned instance of it as config keys (``preset``, the planner's
+    ``--problem NAME``). The defaults of its parameters are its constructor's."""
+
+    name: str
+    cls: type
+    doc: str
+    synthetic: bool = True
+    preset: dict | None = None
+
+    @property
+    def defaults(self) -> dict:
+        """Parameter → default, read from the constructor (parameters without one, or
+        with default None, are left out)."""
+        params = inspect.signature(self.cls.__init__).parameters.values()
+        return {p.name: p.default for p in params if p.default is not inspect.Parameter.empty and p.default is not None}
+
+    @property
+    def loss(self) -> str | None:
+        """The loss of every instance (a row of `echosim.training.losses.LOSSES`), or None
+        where each instance names its own (`Dataset`)."""
+        return self.cls.__dict__.get("loss")
+
+    def build(self, **params) -> Problem:
+        """An instance from keyword parameters (the constructor validates them)."""
+        return self.cls(**params)
+
+
+PROBLEMS: dict[str, ProblemKind] = {k.name: k for k in (
+    ProblemKind("least_squares", LeastSquares, "linear regression with label noise, exact population risk",
+                # ill-conditioned (eigenvalues i^-2, condition number 100), so curvature, not only noise, sets T
+                preset={"dim": 10, "design": "gaussian", "decay": 2.0, "w_star_norm": 1.0, "noise_std": 0.5}),
+    ProblemKind("logistic", Logistic, "logistic regression with labels from the model, exact population risk",
+                preset={"dim": 10, "design": "gaussian", "decay": 2.0, "w_star_norm": 3.0}),
+    ProblemKind("dataset", Dataset, "a finite table, batches drawn with replacement", synthetic=False),
+)}
+"""The registry of problem kinds: config name → row. Nothing else lists them or their defaults."""

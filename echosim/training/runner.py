@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from echosim._validate import check_int
 from echosim.pipeline.model import POLICIES, Pipeline
 from echosim.pipeline.schedule import Schedule, echo_schedule, simulate
 from echosim.pipeline.sizes import check_fits
@@ -129,12 +130,6 @@ class Trajectory:
         return pd.DataFrame(columns)
 
 
-def _int_arg(name, value, minimum):
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    return int(value)
-
-
 def _as_schedule(echo, n_batches) -> Schedule:
     """The run's Schedule: `echo` itself, or one built by the pipeline layer from K or K_t."""
     if isinstance(echo, Schedule):
@@ -155,7 +150,7 @@ def log_points(log, n: int) -> np.ndarray:
         every = max(1, math.ceil(n / AUTO_LOG_MAX))
         return np.union1d(np.arange(every, n + 1, every, dtype=np.int64), [n]).astype(np.int64)
     if np.ndim(log) == 0:
-        count = _int_arg("log", log, 1)
+        count = check_int("log", log, lo=1)
         pts = np.unique(np.round(np.geomspace(1, n, num=min(count, n))).astype(np.int64))
     else:
         pts = _explicit_points(log, n)
@@ -275,8 +270,8 @@ class Run:
         self.problem, self.optimizers, self.many, self.quiet = problem, optimizers, many, quiet
         self.method = METHODS[first.name]
         self.loss = get_loss(problem.loss)
-        self.B = B = _int_arg("batch_size", batch_size, 1)
-        self.seed = _int_arg("seed", seed, 0)
+        self.B = B = check_int("batch_size", batch_size, lo=1)
+        self.seed = check_int("seed", seed, lo=0)
         if dtype not in ("float64", "float32", np.float64, np.float32):
             raise ValueError(f"dtype must be 'float64' or 'float32', got {dtype!r}")
         self.dtype = np.dtype(dtype)
@@ -287,7 +282,7 @@ class Run:
             raise ValueError(f"first_loss must be True or False, got {first_loss!r}")
         first.check_batch_size(B)
         if n_batches is not None:
-            n_batches = _int_arg("n_batches", n_batches, 1)
+            n_batches = check_int("n_batches", n_batches, lo=1)
         self.schedule = schedule
         if schedule is not None:
             n_batches = schedule.n_batches
@@ -781,7 +776,7 @@ def run(problem: Problem, optimizer: Optimizer, *, batch_size: int, echo=1, n_ba
             traj = c.trajectory
             traj.info.update({f"auto.{k}": v for k, v in c.summary().items()})
             return traj if first_loss else dataclasses.replace(traj, first_loss=None)
-        echo = simulate(echo, n_batches, seed, batch_size=batch_size if echo.policy == "example" else None)
+        echo = simulate(echo, n_batches, seed, batch_size=batch_size if POLICIES[echo.policy].shuffles_examples else None)
     state = _whole(problem, [optimizer], False, batch_size, echo, n_batches, seed, dtype, log, log_unit, w0,
                    first_loss, quiet)
     return state.trajectory()

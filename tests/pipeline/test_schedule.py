@@ -452,7 +452,7 @@ def test_greedy_chunks_and_growth_do_not_change_the_result(monkeypatch):
     ref = simulate(p, 2000, seed=8)
     monkeypatch.setattr(stream, "_CHUNK_MIN", 8)
     monkeypatch.setattr(stream, "_CHUNK_MAX", 50)
-    monkeypatch.setattr(stream, "_estimate_echo", lambda pipeline: 1.0)
+    monkeypatch.setattr(stream, "estimate_echo", lambda pipeline: 1.0)
     small = simulate(p, 2000, seed=8)
     assert ref.n_steps > 2000 + 1024  # the output had to grow
     assert _same_schedule(ref, small)

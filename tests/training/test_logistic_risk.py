@@ -14,11 +14,11 @@ from scipy import integrate
 from scipy.special import expit, gammaln
 
 from echosim.training.logistic_risk import (
-    _g_softplus,
-    _rule,
-    _softplus_remainder,
-    _softplus_table,
-    _tau_sums,
+    g_softplus,
+    quadrature_rule,
+    softplus_remainder,
+    softplus_table,
+    tau_sums,
     gaussian_risk,
     sigmoid_moment,
     softplus_moment,
@@ -133,7 +133,7 @@ def test_moments_increasing_and_continuous_across_regimes(design, dim):
     s = np.logspace(-3, 4, 400)
     assert np.all(np.diff(softplus_moment(s, design, dim)) > 0)
     assert np.all(np.diff(sigmoid_moment(s, design, dim)) > 0)
-    rule = _rule(design, dim)
+    rule = quadrature_rule(design, dim)
     for seam in {rule.s_dense, rule.s_fixed}:
         delta = 1e-10 * seam
         for f in (softplus_moment, sigmoid_moment):
@@ -154,11 +154,11 @@ def test_chunked_evaluation_matches_elementwise():
 @pytest.mark.parametrize("design,dim", DESIGNS + [("sphere", 4), ("sphere", 100_000)])
 def test_table_matches_the_rule_it_samples(design, dim):
     """R_M from the table (and its series near 0) against the composite rule at each s <= s_dense."""
-    rule = _rule(design, dim)
+    rule = quadrature_rule(design, dim)
     s = np.r_[np.linspace(0.0, rule.s_dense, 6001), np.logspace(-8, 0, 200) * rule.s_dense / 60]
-    total, length = _tau_sums(s, rule, _g_softplus, 0)
-    np.testing.assert_allclose(_softplus_remainder(s, rule), total * length, rtol=2e-15)  # measured <= 1.0e-15
-    t = _softplus_table(design, dim)
+    total, length = tau_sums(s, rule, g_softplus, 0)
+    np.testing.assert_allclose(softplus_remainder(s, rule), total * length, rtol=2e-15)  # measured <= 1.0e-15
+    t = softplus_table(design, dim)
     ratio = 1.0 + t.delta / t.mid[:, None]
     assert np.all((ratio >= 0.5) & (ratio <= 2.0))  # so the differences from mid are exact (Sterbenz)
 
@@ -166,7 +166,7 @@ def test_table_matches_the_rule_it_samples(design, dim):
 def test_table_kernel_is_exact_on_its_points_and_for_polynomials():
     from echosim.training.risk_kernel import softplus_remainder
 
-    t = _softplus_table("sphere", 5)
+    t = softplus_table("sphere", 5)
     poly = np.polynomial.Polynomial([1.0, 0.3, -0.02, 0.001])  # increasing, >= 1; degree < 14 points
     pieces = np.arange(t.mid.size)[:, None] + 0.5 * (t.x + 1.0)  # the points, with width 1
     values = poly(pieces)
@@ -360,9 +360,9 @@ def test_shapes_and_broadcasting():
 
 
 def test_rules_are_cached_and_read_only():
-    assert _rule("sphere", 5) is _rule("sphere", 5)
+    assert quadrature_rule("sphere", 5) is quadrature_rule("sphere", 5)
     with pytest.raises(ValueError):
-        _rule("gaussian", None).tau[0] = 1.0
+        quadrature_rule("gaussian", None).tau[0] = 1.0
 
 
 @pytest.mark.parametrize(
