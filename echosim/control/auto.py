@@ -53,6 +53,8 @@ from __future__ import annotations
 import math
 import numbers
 
+from echosim._validate import check_int
+from echosim.control.base import MAX_ECHO
 from echosim.control.sequential import mixture_boundary, rho_for, spent
 
 __all__ = ["AutoEcho", "AUTO_OPTIONS", "AUTO_DEFAULTS", "check_auto_option"]
@@ -173,12 +175,10 @@ class AutoEcho:
 
     exact = False
 
-    def __init__(self, max_echo: int = 64, *, window: int = AUTO_DEFAULTS["window"],
+    def __init__(self, max_echo: int = MAX_ECHO, *, window: int = AUTO_DEFAULTS["window"],
                  alpha: float = AUTO_DEFAULTS["alpha"], min_effect: float = AUTO_DEFAULTS["min_effect"],
                  start: int = AUTO_DEFAULTS["start"]):
-        if isinstance(max_echo, bool) or not isinstance(max_echo, numbers.Integral) or max_echo < 1:
-            raise ValueError(f"max_echo: expected an integer >= 1, got {max_echo!r}")
-        self.max_echo = int(max_echo)
+        self.max_echo = check_int("max_echo", max_echo, 1)
         self.window = check_auto_option("window", window)
         self.alpha = check_auto_option("alpha", alpha)
         self.min_effect = check_auto_option("min_effect", min_effect)

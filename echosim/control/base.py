@@ -9,11 +9,16 @@ driver hands it over when batch t+2 begins (`echosim.control.driver`).
 from __future__ import annotations
 
 import math
-import numbers
 from dataclasses import dataclass
 from typing import Protocol
 
-__all__ = ["Observation", "Controller", "Fixed", "Greedy", "CONTROLLERS", "make_controller", "HOLDS_FOREVER"]
+from echosim._validate import check_int
+
+__all__ = ["Observation", "Controller", "Fixed", "Greedy", "CONTROLLERS", "make_controller", "HOLDS_FOREVER",
+           "MAX_ECHO"]
+
+MAX_ECHO = 64
+"""The default cap on K_t under greedy and auto (``max_echo``): its one home."""
 
 HOLDS_FOREVER = 1 << 62
 """`holds()` of a controller whose cap never changes."""
@@ -79,9 +84,7 @@ class Controller(Protocol):
 
 
 def _positive_int(name: str, value) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-        raise ValueError(f"{name}: expected an integer >= 1, got {value!r}")
-    return int(value)
+    return check_int(name, value, 1)
 
 
 class _Constant:
@@ -121,7 +124,7 @@ class Fixed(_Constant):
 class Greedy(_Constant):
     """Echo while the next batch is not ready, at most ``max_echo`` steps per batch."""
 
-    def __init__(self, max_echo: int = 64):
+    def __init__(self, max_echo: int = MAX_ECHO):
         super().__init__(_positive_int("max_echo", max_echo))
 
 
@@ -132,11 +135,11 @@ def _auto(**kw):
 
 
 CONTROLLERS = {"sync": lambda **kw: Fixed(1), "fixed": lambda K=1, **kw: Fixed(K),
-               "greedy": lambda max_echo=64, **kw: Greedy(max_echo), "auto": _auto}
+               "greedy": lambda max_echo=MAX_ECHO, **kw: Greedy(max_echo), "auto": _auto}
 """The registry: policy name -> factory of its controller."""
 
 
-def make_controller(policy: str, *, K: int = 1, max_echo: int = 64, options: dict | None = None) -> Controller:
+def make_controller(policy: str, *, K: int = 1, max_echo: int = MAX_ECHO, options: dict | None = None) -> Controller:
     """The controller of `policy` ("sync", "fixed" with K, "greedy" or "auto" with its options)."""
     if policy not in CONTROLLERS:
         raise ValueError(f"policy: expected one of {', '.join(CONTROLLERS)}, got {policy!r}")

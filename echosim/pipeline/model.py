@@ -109,16 +109,13 @@ from typing import Any
 
 from echosim._validate import check_choice, check_int, check_real, is_real
 from echosim.control.auto import AUTO_DEFAULTS, AUTO_OPTIONS, check_auto_option
+from echosim.control.base import MAX_ECHO
 from echosim.pipeline.service_times import as_service_time
 from echosim.pipeline.service_times import ServiceTime
 from echosim.pipeline.sizes import check_fits
 
 __all__ = ["Pipeline", "Policy", "POLICIES", "ECHO_POLICIES", "CAPPED_POLICIES", "MAX_ECHO", "policies_taking",
            "check_echo"]
-
-
-MAX_ECHO = 64
-"""The default cap on K_t of the policies that echo while waiting (`Pipeline.max_echo`)."""
 
 
 @dataclass(frozen=True)
