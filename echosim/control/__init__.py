@@ -12,8 +12,9 @@ pipeline layer, which names it in its policy table.
 """
 
 from echosim.control.auto import AUTO_DEFAULTS, AUTO_OPTIONS, AutoEcho
-from echosim.control.base import CONTROLLERS, Controller, Fixed, Greedy, Observation, make_controller
+from echosim.control.base import MAX_ECHO, Controller, Fixed, Greedy, Observation
+from echosim.control.registry import CONTROLLERS, make_controller
 from echosim.control.driver import Driver, diverging
 
 __all__ = ["Observation", "Controller", "Fixed", "Greedy", "AutoEcho", "CONTROLLERS", "make_controller", "Driver",
-           "diverging", "AUTO_OPTIONS", "AUTO_DEFAULTS"]
+           "diverging", "AUTO_OPTIONS", "AUTO_DEFAULTS", "MAX_ECHO"]

@@ -1,4 +1,5 @@
-"""The controller protocol, its observation, and the two controllers that need no data.
+"""The controller protocol, its observation, and the two controllers that need no data
+(the registry of all of them is `echosim.control.registry`).
 
 A controller is asked `cap(t)` when fresh batch t begins (once per batch, in order) and
 told `observe(obs)` when everything about an earlier batch is known. Observations
@@ -14,8 +15,7 @@ from typing import Protocol
 
 from echosim._validate import check_int
 
-__all__ = ["Observation", "Controller", "Fixed", "Greedy", "CONTROLLERS", "make_controller", "HOLDS_FOREVER",
-           "MAX_ECHO"]
+__all__ = ["Observation", "Controller", "Fixed", "Greedy", "HOLDS_FOREVER", "MAX_ECHO"]
 
 MAX_ECHO = 64
 """The default cap on K_t under greedy and auto (``max_echo``): its one home."""
@@ -126,25 +126,3 @@ class Greedy(_Constant):
 
     def __init__(self, max_echo: int = MAX_ECHO):
         super().__init__(_positive_int("max_echo", max_echo))
-
-
-def _auto(**kw):
-    from echosim.control.auto import AutoEcho
-
-    return AutoEcho(**kw)
-
-
-CONTROLLERS = {"sync": lambda **kw: Fixed(1), "fixed": lambda K=1, **kw: Fixed(K),
-               "greedy": lambda max_echo=MAX_ECHO, **kw: Greedy(max_echo), "auto": _auto}
-"""The registry: policy name -> factory of its controller."""
-
-
-def make_controller(policy: str, *, K: int = 1, max_echo: int = MAX_ECHO, options: dict | None = None) -> Controller:
-    """The controller of `policy` ("sync", "fixed" with K, "greedy" or "auto" with its options)."""
-    if policy not in CONTROLLERS:
-        raise ValueError(f"policy: expected one of {', '.join(CONTROLLERS)}, got {policy!r}")
-    if options and policy != "auto":
-        raise ValueError(f"options: only policy 'auto' takes options, got {options!r} for {policy!r}")
-    if policy == "auto":
-        return CONTROLLERS["auto"](max_echo=max_echo, **(options or {}))
-    return CONTROLLERS[policy](K=K, max_echo=max_echo)
