@@ -395,5 +395,5 @@ def torch_tasks(cache=None) -> list:
         TorchTask("torch-digits-momentum", "4. PyTorch CNN on digits PNG, SGD(momentum=0.9)", data="digits",
                   optimizer="momentum", lr=0.02, target=0.15, budget=320, cache=cache),
         TorchTask("torch-shapes-adam", "5. PyTorch CNN on procedural shapes JPEG, Adam", data="shapes",
-                  optimizer="adam", lr=3e-3, target=0.5, budget=320, cache=cache),
+                  optimizer="adam", lr=4e-3, target=0.6, budget=320, cache=cache),
     ]
