@@ -219,6 +219,9 @@ def main(argv=None) -> int:
           f"{platform.machine()}, {os.cpu_count()} cores")
     print(f"- load average at the start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print(f"- command: python benchmarks/bench_auto_suite.py {' '.join(sys.argv[1:] if argv is None else argv)}")
+    if args.quick:
+        print("- quick: a smoke run (1 seed, budgets a quarter of the cases'): most targets are out of reach, "
+              "so the checks below mean nothing")
     print(f"- sleeps x {args.time_scale:g}; signals {'requested' if args.signals else 'off'}"
           + (f"; auto {auto}" if auto else "") + "\n", flush=True)
     t_all, load_start = time.perf_counter(), os.getloadavg()
