@@ -175,8 +175,8 @@ def case_markdown(res: dict) -> str:
 
 def summary_markdown(results: list) -> str:
     L = ["| case | best fixed | its median s | sync median s | echoing pays | auto median s | auto / best | "
-         "auto / best per seed | auto / sync | no cap decrease | cap at 1 (batch) | checks |",
-         "|---|---|---:|---:|---|---:|---:|---|---:|---:|---|---|"]
+         "auto / best per seed | auto / sync | no cap decrease | no switch down | cap at 1 (batch) | checks |",
+         "|---|---|---:|---:|---|---:|---:|---|---:|---:|---:|---|---|"]
     for r in results:
         b = r["best"]
         at1 = ", ".join("never" if a is None else str(a) for a in r.get("cap_at_one", {}).values()) \
@@ -189,5 +189,6 @@ def summary_markdown(results: list) -> str:
                  f"({fmt(r['sync_over_best'], none='n/a')}) | {fmt(r['median_s'].get('auto'))} | "
                  f"{fmt(r.get('auto_over_best'), none='n/a')} | {', '.join(fmt(x, none='n/a') for x in r.get('auto_over_best_per_seed', []))} | "
                  f"{fmt(r.get('auto_over_sync'), none='n/a')} | "
-                 f"{'' if 'no_cap_decrease' not in r else format(r['no_cap_decrease'], '.0%')} | {at1} | {ok} |")
+                 f"{'' if 'no_cap_decrease' not in r else format(r['no_cap_decrease'], '.0%')} | "
+                 f"{'' if 'no_switch_down' not in r else format(r['no_switch_down'], '.0%')} | {at1} | {ok} |")
     return "\n".join(L) + "\n"
