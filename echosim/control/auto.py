@@ -61,12 +61,15 @@ __all__ = ["AutoEcho", "AUTO_OPTIONS", "AUTO_DEFAULTS", "check_auto_option"]
 
 AUTO_OPTIONS = {"window": (2, 10_000), "alpha": (1e-6, 0.5), "min_effect": (0.0, 1.0), "start": (1, 1 << 20)}
 """The options of policy "auto" and their allowed ranges (inclusive)."""
-AUTO_DEFAULTS = {"window": 8, "alpha": 0.1, "min_effect": 0.05, "start": 1}
+AUTO_DEFAULTS = {"window": 4, "alpha": 0.1, "min_effect": 0.05, "start": 1}
 """Their defaults."""
 _FIRST_GAP, _MAX_IDLE = 2, 8  # runs at the incumbent between tests: at least 2; up to 8x the last test's
 _BURST = 6                    # cycles a test may take; then it is unresolved (a later test starts afresh)
 _NOISE_MEMORY = 32            # observations the noise estimates average over (exponentially)
-_MIN_CYCLES = 2               # cycles before any decision (the spread of the d's checks their noise model)
+_MIN_CYCLES = {"paired": 1, "loss": 2, "probe": 2}
+"""Cycles before any decision: one where each batch's paired progress gives the noise within
+the cycle; two where the spread of the d's must check a noise model (the loss alone: its
+noise may wander; a probe: no noise model at all)."""
 _SLOPE_FROM = 6               # runs this long measure the loss's rate by its slope, shorter ones by their ends
 
 
@@ -134,22 +137,31 @@ class _Run:
         return self.n == self.length
 
 
-class _Test:
-    """The comparison of two neighbouring caps lo < hi; its cycles' d = rate(lo) - rate(hi)."""
+class _Sums:
+    """One sequential test's cycles: each d, its model variance v, its squared cubic contrast,
+    the cycle's mean rate, and the mixture's rho (set at the first cycle)."""
 
-    __slots__ = ("k", "alpha", "lo", "hi", "cycle", "planned", "d", "v", "c2", "rates", "kind", "rho", "skipped",
-                 "outcome", "burst", "runs")
+    __slots__ = ("d", "v", "c2", "rates", "rho")
+
+    def __init__(self):
+        self.d, self.v, self.c2, self.rates, self.rho = [], [], [], [], None
+
+
+class _Test:
+    """The comparison of two neighbouring caps lo < hi. If the four rates of its first cycle are all
+    positive it compares log rates (relative: a rate changing by a constant factor per unit time
+    cancels), else the rates themselves (absolute: a linear drift cancels); it keeps that mode,
+    skipping cycles that do not fit it."""
+
+    __slots__ = ("k", "alpha", "lo", "hi", "cycle", "planned", "acc", "kind", "mode", "skipped", "outcome", "burst",
+                 "runs")
 
     def __init__(self, k: int, alpha: float, lo: int, hi: int):
         self.k, self.alpha, self.lo, self.hi = k, alpha, lo, hi
         self.cycle: list = []    # the runs of the cycle being planned (A B B A)
         self.planned: list = []  # cycles planned and not yet evaluated
-        self.d: list = []
-        self.v: list = []
-        self.c2: list = []
-        self.rates: list = []
-        self.kind = None
-        self.rho = None
+        self.acc = {"relative": _Sums(), "absolute": _Sums()}
+        self.kind = self.mode = None
         self.skipped = 0
         self.outcome = None
         self.burst = 0           # cycles evaluated (or skipped for want of a signal)
@@ -362,7 +374,7 @@ class AutoEcho:
         high = [r for r in runs if r.cap == test.hi]
         if sum(r.k_sum for r in high) <= test.lo * sum(r.n for r in high):
             self._outcome(test, "equal", why=f"{test.hi} took no more steps than {test.lo} allows: the loader leaves "
-                          "no room for more", cycles=len(test.d) + 1)
+                          "no room for more", cycles=sum(len(a.d) for a in test.acc.values()) + 1)
             return
         kinds = self._kinds(runs)
         kind = (kinds[0] if kinds else None) if test.kind is None else (test.kind if test.kind in kinds else None)
@@ -373,66 +385,78 @@ class AutoEcho:
                 self._outcome(test, "unresolved", why="no signal to compare the caps by (report the loss)")
             return
         test.kind = kind
-        # A B B A; d = rate(lo) - rate(hi)
+        # A B B A; d = rate(lo) - rate(hi), of the log rates where all four are positive
         sign = (1.0, -1.0, -1.0, 1.0) if runs[0].cap == test.lo else (-1.0, 1.0, 1.0, -1.0)
         if kind == "probe":
             rates = [(r.probe0 - r.probe_end) / r.duration for r in runs]
-            v = 0.0
+            var = [0.0] * 4
         elif kind == "paired":
             rates = [r.p_sum / r.duration for r in runs]
-            v = 0.25 * sum(r.n * self._p2 / (r.duration * r.duration) for r in runs)
+            var = [r.n * self._p2 / (r.duration * r.duration) for r in runs]
         elif self.window >= _SLOPE_FROM:
             fits = [r.slope() for r in runs]
             rates = [f[0] for f in fits]
-            v = 0.25 * sum(self._s2 / f[1] for f in fits)
+            var = [self._s2 / f[1] for f in fits]
         else:
             rates = [(r.y0 - r.y_end) / r.duration for r in runs]
-            # d is linear in the five boundary losses; each has variance s2
-            coef = [0.0] * 5
-            for j, (r, s) in enumerate(zip(runs, sign)):
-                coef[j] += 0.5 * s / r.duration
-                coef[j + 1] -= 0.5 * s / r.duration
-            v = self._s2 * sum(c * c for c in coef)
-        d = 0.5 * sum(s * x for s, x in zip(sign, rates))
+            var = [2.0 * self._s2 / (r.duration * r.duration) for r in runs]
+        if all(x > 0 for x in rates) and test.mode != "absolute":
+            mode, xs = "relative", [math.log(x) for x in rates]
+            v = 0.25 * sum(w / (x * x) for w, x in zip(var, rates))  # the delta method
+        else:
+            mode, xs = "absolute", rates
+            v = 0.25 * sum(var)
+        d = 0.5 * sum(g * x for g, x in zip(sign, xs))
         # the cubic contrast of the four runs: free of the caps' difference and of a drift up to
         # quadratic in time, with d's variance when the runs' noises are alike: a pure-noise reading
         # of d's variance that holds under autocorrelated or changing noise
-        c = (-rates[0] + 3.0 * rates[1] - 3.0 * rates[2] + rates[3]) / math.sqrt(20.0)
-        if not (math.isfinite(d) and math.isfinite(v) and math.isfinite(c)):
-            test.skipped += 1
-            return
-        test.d.append(d)
-        test.v.append(v)
-        test.c2.append(c * c)
-        test.rates.append(sum(rates) / 4.0)
-        test.burst += 1
-        self._judge(test)
-
-    def _judge(self, test: _Test) -> None:
-        n = len(test.d)
-        S = math.fsum(test.d)
-        V = max(math.fsum(test.v), math.fsum(test.c2))
-        if n >= _MIN_CYCLES:
-            mean = S / n
-            V = max(V, n / (n - 1) * math.fsum((x - mean) * (x - mean) for x in test.d))
-        if n < _MIN_CYCLES or not (V > 0 and math.isfinite(V)):
+        c = (-xs[0] + 3.0 * xs[1] - 3.0 * xs[2] + xs[3]) / math.sqrt(20.0)
+        if not (math.isfinite(d) and math.isfinite(v) and math.isfinite(c)) or test.mode not in (None, mode):
+            test.skipped += 1  # a test keeps the mode of its first cycle: one confidence sequence
+            test.burst += 1
             if test.burst >= _BURST:
-                self._outcome(test, "unresolved", why="too few cycles to compare", cycles=n)
+                self._outcome(test, "unresolved", why=f"no decision yet after {test.burst} cycles")
             return
-        if test.rho is None:
-            test.rho = rho_for(4.0 * V / n, test.alpha)
-        u = mixture_boundary(V, test.rho, test.alpha)
-        rate = abs(math.fsum(test.rates) / n)
-        est = {"cycles": n, "kind": test.kind, "difference": S / n, "half_width": u / n, "rate": rate}
+        test.mode = mode
+        acc = test.acc[mode]
+        acc.d.append(d)
+        acc.v.append(v)
+        acc.c2.append(c * c)
+        acc.rates.append(sum(rates) / 4.0)
+        test.burst += 1
+        self._judge(test, mode)
+
+    def _judge(self, test: _Test, mode: str) -> None:
+        acc = test.acc[mode]
+        n = len(acc.d)
+        S = math.fsum(acc.d)
+        V = max(math.fsum(acc.v), math.fsum(acc.c2))
+        if n >= 2:
+            mean = S / n
+            V = max(V, n / (n - 1) * math.fsum((x - mean) * (x - mean) for x in acc.d))
+        cycles = sum(len(a.d) for a in test.acc.values())
+        if n < _MIN_CYCLES[test.kind] or not (V > 0 and math.isfinite(V)):
+            if test.burst >= _BURST:
+                self._outcome(test, "unresolved", why="too few cycles to compare", cycles=cycles)
+            return
+        alpha = test.alpha
+        if acc.rho is None:
+            acc.rho = rho_for(4.0 * V / n, alpha)
+        u = mixture_boundary(V, acc.rho, alpha)
+        rate = abs(math.fsum(acc.rates) / n)
+        est = {"cycles": cycles, "kind": test.kind, "mode": mode, "difference": S / n, "half_width": u / n,
+               "rate": rate}
+        # equal: within min_effect of each other, as a ratio (relative) or of the mean rate (absolute)
+        tol = math.log1p(self.min_effect) if mode == "relative" else self.min_effect * rate
         if S - u > 0:
             self._outcome(test, "lower", why=f"{test.lo} is faster than {test.hi}", **est)
         elif S + u < 0:
             self._outcome(test, "higher", why=f"{test.hi} is faster than {test.lo}", **est)
-        elif abs(S) + u <= self.min_effect * rate * n:
+        elif abs(S) + u <= tol * n:
             self._outcome(test, "equal", why=f"{test.lo} and {test.hi} within {self.min_effect:.0%} of each other: "
                           "the fewer steps", **est)
         elif test.burst >= _BURST:
-            self._outcome(test, "unresolved", why=f"no decision yet after {n} cycles", **est)
+            self._outcome(test, "unresolved", why=f"no decision yet after {cycles} cycles", **est)
 
     def _outcome(self, test: _Test, outcome: str, **info) -> None:
         test.outcome = outcome
