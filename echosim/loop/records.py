@@ -111,24 +111,26 @@ class Records:
     grad_sq_full: np.ndarray | None = field(default=None, repr=False)
 
     def __post_init__(self):
-        T = self.load_time.size
+        _check_meta(self.policy, self.echo, self.batch_size, self.decisions)
+        object.__setattr__(self, "decisions", tuple(self.decisions))
+        T = _array("load_time", self.load_time, "f").size
         if self.small_batch is None:
             object.__setattr__(self, "small_batch", np.zeros(T, dtype=np.int64))
         for name in SIGNAL_FIELDS:
             if getattr(self, name) is None:
                 object.__setattr__(self, name, np.full(T, np.nan))
+        for name in _BATCH_FIELDS + _STEP_FIELDS:
+            object.__setattr__(self, name, _array(name, getattr(self, name), _KINDS[name]))
         for name in _BATCH_FIELDS:
             if getattr(self, name).shape != (T,):
-                raise ValueError(f"records: {name} must have one entry per fresh batch ({T}), "
-                                 f"got shape {getattr(self, name).shape}")
+                raise ValueError(f"records: {name}: expected one entry per fresh batch ({T}), "
+                                 f"got {getattr(self, name).size}")
         N = self.step_batch.size
         for name in _STEP_FIELDS:
             if getattr(self, name).shape != (N,):
-                raise ValueError(f"records: {name} must have one entry per step ({N}), "
-                                 f"got shape {getattr(self, name).shape}")
-        if int(self.steps_per_batch.sum()) != N:
-            raise ValueError(f"records: steps_per_batch sums to {int(self.steps_per_batch.sum())}, "
-                             f"but there are {N} steps")
+                raise ValueError(f"records: {name}: expected one entry per step ({N}), "
+                                 f"got {getattr(self, name).size}")
+        _check_ranges(self)
 
     # ---- sizes and derived per-batch views
 
@@ -289,6 +291,82 @@ class Records:
                 f"batches={self.n_batches}, steps={self.n_steps})")
 
 
+_POLICIES = ("sync", "fixed", "greedy", "auto")
+# dtype kinds accepted per field: "f" real numbers (ints allowed), "i" integers, "b" booleans
+_KINDS = {**{k: "f" for k in ("load_time", "wait_time", "step_start", "step_time", "loss", *SIGNAL_FIELDS)},
+          **{k: "i" for k in ("steps_per_batch", "cap", "epoch", "step_batch", "small_batch")},
+          "load_censored": "b"}
+
+
+def _array(name: str, value, kind: str) -> np.ndarray:
+    """`value` as a 1-d array of the field's kind (float64, int64 or bool); ValueError naming the field."""
+    a = np.asarray(value) if not isinstance(value, np.ndarray) else value
+    ok = {"f": "fiu", "i": "iu", "b": "b"}[kind]
+    if a.dtype.kind not in ok:
+        what = {"f": "real numbers", "i": "integers", "b": "booleans"}[kind]
+        raise ValueError(f"records: {name}: expected {what}, got an array of {a.dtype}")
+    if a.ndim != 1:
+        raise ValueError(f"records: {name}: expected a 1-d array, got shape {a.shape}")
+    if kind == "f" and a.dtype != np.float64:
+        a = a.astype(np.float64)
+    elif kind == "i" and a.dtype != np.int64:
+        if a.dtype.kind == "u" and a.size and int(a.max()) > np.iinfo(np.int64).max:
+            raise ValueError(f"records: {name}: values beyond int64")
+        a = a.astype(np.int64)
+    return a
+
+
+def _check_meta(policy, echo, batch_size, decisions) -> None:
+    if not isinstance(policy, str) or policy not in _POLICIES:
+        raise ValueError(f"records: policy: expected one of {', '.join(_POLICIES)}, got {policy!r:.60}")
+    if policy in ("sync", "fixed"):
+        if isinstance(echo, bool) or not isinstance(echo, numbers.Integral) or echo < 1 \
+                or (policy == "sync" and echo != 1):
+            want = "1" if policy == "sync" else "an integer K >= 1"
+            raise ValueError(f"records: echo: expected {want} for policy {policy!r}, got {echo!r:.60}")
+    elif echo is not None:
+        raise ValueError(f"records: echo: expected None for policy {policy!r} (its echo varies), got {echo!r:.60}")
+    if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral)
+                                   or batch_size < 1):
+        raise ValueError(f"records: batch_size: expected an integer >= 1 or None, got {batch_size!r:.60}")
+    if not isinstance(decisions, (list, tuple)) or not all(isinstance(d, dict) for d in decisions):
+        raise ValueError(f"records: decisions: expected a list of dicts, got {type(decisions).__name__}")
+
+
+def _check_ranges(r: "Records") -> None:
+    """The values of each field: times finite and >= 0, counts in range, steps consistent."""
+    def bad(name, what, values):
+        i = int(np.flatnonzero(values)[0])
+        raise ValueError(f"records: {name}: {what}, got {getattr(r, name)[i].item()!r} at index {i}")
+
+    for name in ("load_time", "wait_time", "step_start"):
+        a = getattr(r, name)
+        if not (np.isfinite(a) & (a >= 0)).all():
+            bad(name, "expected finite times >= 0 (seconds)", ~(np.isfinite(a) & (a >= 0)))
+    st = r.step_time
+    if (np.isinf(st) | (st < 0)).any():
+        bad("step_time", "expected times >= 0 (seconds; NaN for a step still running)", np.isinf(st) | (st < 0))
+    for name in ("grad_sq_small", "grad_sq_full"):
+        a = getattr(r, name)
+        if (np.isinf(a) | (a < 0)).any():
+            bad(name, "expected squared norms >= 0 (NaN where none was reported)", np.isinf(a) | (a < 0))
+    for name, lo in (("steps_per_batch", 0), ("cap", 1), ("epoch", 0), ("small_batch", 0)):
+        a = getattr(r, name)
+        if (a < lo).any():
+            bad(name, f"expected integers >= {lo}", a < lo)
+    if r.n_batches > 1 and (np.diff(r.epoch) < 0).any():
+        bad("epoch", "expected epochs in order (never decreasing)", np.append(False, np.diff(r.epoch) < 0))
+    if r.batch_size is not None and (r.small_batch >= r.batch_size).any():
+        bad("small_batch", f"expected b < the batch size {r.batch_size}", r.small_batch >= r.batch_size)
+    N = r.n_steps
+    total = int(r.steps_per_batch.sum())
+    if total != N:
+        raise ValueError(f"records: steps_per_batch sums to {total}, but there are {N} steps")
+    if N and not np.array_equal(r.step_batch, np.repeat(np.arange(r.n_batches, dtype=np.int64), r.steps_per_batch)):
+        raise ValueError("records: step_batch: expected each step's fresh batch, in order, as steps_per_batch "
+                         "counts them")
+
+
 def _pandas():
     try:
         import pandas as pd
@@ -298,21 +376,61 @@ def _pandas():
 
 
 def load_records(path) -> Records:
-    """Read records written by `Records.save`; ValueError naming the file if it is not one."""
-    path = Path(path)
+    """Read records written by `Records.save`. Every field is checked (its type, range and
+    length, the policy's name); anything else raises one ValueError naming the file and the
+    field."""
+    where = repr(str(path))
     try:
-        with np.load(path, allow_pickle=False) as z:
-            meta = json.loads(str(z["meta"]))
-            arrays = {k: z[k] for k in _BATCH_FIELDS + _STEP_FIELDS if k in z.files or k not in _OPTIONAL}
-    except FileNotFoundError:
-        raise ValueError(f"records: file {str(path)!r} does not exist") from None
-    except (OSError, KeyError, ValueError, json.JSONDecodeError) as exc:
-        raise ValueError(f"records: {str(path)!r} is not an echosim records file ({type(exc).__name__})") from None
+        path = Path(path)
+    except TypeError:
+        raise ValueError(f"records: expected a file name, got {type(path).__name__}") from None
+    if not path.exists():
+        raise ValueError(f"records: file {where} does not exist")
+    if path.is_dir():
+        raise ValueError(f"records: {where} is a directory, not a records file")
+    try:
+        z = np.load(path, allow_pickle=False)
+        if not hasattr(z, "files"):
+            raise ValueError(f"records: {where} is a single NumPy array (.npy), not an echosim records "
+                             "file (.npz from Records.save)")
+        with z:
+            files = set(z.files)
+            if "meta" not in files:
+                raise ValueError(f"records: {where} is not an echosim records file (no meta field)")
+            missing = [k for k in _BATCH_FIELDS + _STEP_FIELDS if k not in files and k not in _OPTIONAL]
+            if missing:
+                raise ValueError(f"records: {where}: field {missing[0]} is missing")
+            meta_array = z["meta"]
+            arrays = {k: z[k] for k in _BATCH_FIELDS + _STEP_FIELDS if k in files}
+    except ValueError as exc:
+        if str(exc).startswith("records: "):
+            raise
+        raise ValueError(f"records: {where} is not an echosim records file ({_why(exc)})") from None
+    except MemoryError:
+        raise ValueError(f"records: {where}: too large to read into memory") from None
+    except Exception as exc:  # noqa: BLE001 - a damaged zip or array: BadZipFile, EOFError, zlib.error, ...
+        raise ValueError(f"records: {where} is not an echosim records file ({_why(exc)})") from None
+    if meta_array.shape != () or meta_array.dtype.kind != "U":
+        raise ValueError(f"records: {where}: meta: expected JSON text, got an array of {meta_array.dtype} "
+                         f"and shape {meta_array.shape}")
+    try:
+        meta = json.loads(str(meta_array))
+    except (ValueError, RecursionError) as exc:
+        raise ValueError(f"records: {where}: meta: not valid JSON ({_why(exc)})") from None
     if not isinstance(meta, dict) or meta.get("format") not in _FORMATS:
-        raise ValueError(f"records: {str(path)!r} is not an echosim records file (format "
-                         f"{meta.get('format') if isinstance(meta, dict) else None!r})")
-    bs = meta.get("batch_size")
-    if bs is not None and (isinstance(bs, bool) or not isinstance(bs, numbers.Integral)):
-        raise ValueError(f"records: {str(path)!r} has a bad batch_size {bs!r}")
-    return Records(meta["policy"], meta.get("echo"), bs,
-                   decisions=tuple(meta.get("decisions", ())), **arrays)
+        raise ValueError(f"records: {where} is not an echosim records file (format "
+                         f"{meta.get('format') if isinstance(meta, dict) else None!r:.60})")
+    for key in ("policy", "echo", "batch_size"):
+        if key not in meta:
+            raise ValueError(f"records: {where}: meta: field {key} is missing")
+    try:
+        return Records(meta["policy"], meta["echo"], meta["batch_size"],
+                       decisions=tuple(meta.get("decisions", ())) if isinstance(meta.get("decisions", ()), list)
+                       else meta.get("decisions"), **arrays)
+    except ValueError as exc:
+        raise ValueError(f"records: {where}: {str(exc).removeprefix('records: ')}") from None
+
+
+def _why(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())[:120]
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
