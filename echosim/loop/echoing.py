@@ -218,6 +218,7 @@ class echoing:  # noqa: N801 - used like a function: `for batch in echoing(loade
             raise ValueError(f"batch_size: expected an integer >= 1, got {batch_size!r}")
         if not callable(clock):
             raise ValueError(f"clock: expected a callable returning seconds, got {clock!r}")
+        _check_clock(clock)
         if not isinstance(iterable, Iterable):
             raise ValueError(f"iterable: expected an iterable of batches (e.g. a DataLoader), got "
                              f"{type(iterable).__name__}")
@@ -556,6 +557,17 @@ def _real(name: str, value) -> float:
     if isinstance(v, bool) or not isinstance(v, numbers.Real):
         raise ValueError(f"{name}: expected a real number, got {type(value).__name__} holding {type(v).__name__}")
     return float(v)
+
+
+def _check_clock(clock) -> None:
+    """One call of `clock`: it must return a finite real number (seconds)."""
+    try:
+        t = clock()
+    except Exception as exc:  # noqa: BLE001 - the user's clock, named in the message
+        raise ValueError(f"clock: calling it raised {type(exc).__name__}: {exc}"[:200]) from None
+    if isinstance(t, (bool, np.bool_)) or not isinstance(t, numbers.Real) or not math.isfinite(t):
+        raise ValueError(f"clock: expected a callable returning seconds (a finite real number), it returned "
+                         f"{type(t).__name__} {t!r:.40}")
 
 
 def _grad_sq(value, B):
