@@ -121,11 +121,12 @@ class Records:
                 object.__setattr__(self, name, np.full(T, np.nan))
         for name in _BATCH_FIELDS + _STEP_FIELDS:
             object.__setattr__(self, name, _array(name, getattr(self, name), _KINDS[name]))
+        T = _common_size(self, _BATCH_FIELDS)
         for name in _BATCH_FIELDS:
             if getattr(self, name).shape != (T,):
                 raise ValueError(f"records: {name}: expected one entry per fresh batch ({T}), "
                                  f"got {getattr(self, name).size}")
-        N = self.step_batch.size
+        N = _common_size(self, _STEP_FIELDS)
         for name in _STEP_FIELDS:
             if getattr(self, name).shape != (N,):
                 raise ValueError(f"records: {name}: expected one entry per step ({N}), "
@@ -292,6 +293,8 @@ class Records:
 
 
 _POLICIES = ("sync", "fixed", "greedy", "auto")
+MAX_SECONDS = 1e9
+"""The longest time a record may hold (about 31 years): beyond it a time is a unit mistake."""
 # dtype kinds accepted per field: "f" real numbers (ints allowed), "i" integers, "b" booleans
 _KINDS = {**{k: "f" for k in ("load_time", "wait_time", "step_start", "step_time", "loss", *SIGNAL_FIELDS)},
           **{k: "i" for k in ("steps_per_batch", "cap", "epoch", "step_batch", "small_batch")},
@@ -314,6 +317,12 @@ def _array(name: str, value, kind: str) -> np.ndarray:
             raise ValueError(f"records: {name}: values beyond int64")
         a = a.astype(np.int64)
     return a
+
+
+def _common_size(r, names) -> int:
+    """The length most of the fields `names` share (so that the odd one out is the one named)."""
+    sizes = [getattr(r, k).size for k in names]
+    return max(sizes, key=lambda n: (sizes.count(n), -sizes.index(n)))
 
 
 def _check_meta(policy, echo, batch_size, decisions) -> None:
@@ -341,11 +350,13 @@ def _check_ranges(r: "Records") -> None:
 
     for name in ("load_time", "wait_time", "step_start"):
         a = getattr(r, name)
-        if not (np.isfinite(a) & (a >= 0)).all():
-            bad(name, "expected finite times >= 0 (seconds)", ~(np.isfinite(a) & (a >= 0)))
+        ok = (a >= 0) & (a <= MAX_SECONDS)  # False for NaN
+        if not ok.all():
+            bad(name, f"expected times in seconds from 0 to {MAX_SECONDS:g}", ~ok)
     st = r.step_time
-    if (np.isinf(st) | (st < 0)).any():
-        bad("step_time", "expected times >= 0 (seconds; NaN for a step still running)", np.isinf(st) | (st < 0))
+    if ((st < 0) | (st > MAX_SECONDS)).any():
+        bad("step_time", f"expected times in seconds from 0 to {MAX_SECONDS:g} (NaN for a step still running)",
+            (st < 0) | (st > MAX_SECONDS))
     for name in ("grad_sq_small", "grad_sq_full"):
         a = getattr(r, name)
         if (np.isinf(a) | (a < 0)).any():
