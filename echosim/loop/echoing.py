@@ -54,7 +54,7 @@ from collections.abc import Callable, Iterable, Iterator
 import numpy as np
 
 from echosim.control import Driver, diverging, make_controller
-from echosim.loop.records import SIGNAL_FIELDS
+from echosim.loop.recorder import KEEP_STEPS, Recorder
 from echosim.control.auto import AUTO_DEFAULTS, AUTO_OPTIONS, check_auto_option
 
 __all__ = ["echoing"]
@@ -185,6 +185,10 @@ class echoing:  # noqa: N801 - used like a function: `for batch in echoing(loade
         Options of policy "auto" (`echosim.control.auto.AutoEcho`): ``window`` (fresh
         batches per run), ``alpha`` (the chance of any wrong move in the job),
         ``min_effect`` (relative rates this close are equal), ``start`` (the first cap).
+    keep_steps : int
+        Steps whose time and loss are kept one by one (the most recent; default 2**19).
+        Older steps are folded, a whole fresh batch at a time, into that batch's first
+        and last losses, start and total step time; everything per fresh batch is kept.
 
     Attributes
     ----------
@@ -192,11 +196,18 @@ class echoing:  # noqa: N801 - used like a function: `for batch in echoing(loade
         Per fresh batch: the iterable's time to produce it; the loop's wait for it.
     echo : list of int
         Per fresh batch (finished ones): K_t, the times it was yielded.
+
+    Notes
+    -----
+    Memory: what is measured is held in typed arrays (`echosim.loop.recorder`): 33 bytes
+    per fresh batch and 24 per kept step, within ``1.0625 (33 T + 36 keep_steps)`` bytes
+    for T fresh batches: a 10^7-step run with mean echo 2 holds under 200 MB.
     """
 
     def __init__(self, iterable: Iterable, policy="greedy", *, max_echo: int = 64, prefetch: int = 1,
                  epochs: int | None = 1, batch_size: int | None = None,
-                 clock: Callable[[], float] = time.perf_counter, auto: dict | None = None):
+                 clock: Callable[[], float] = time.perf_counter, auto: dict | None = None,
+                 keep_steps: int = KEEP_STEPS):
         allowed = "'greedy', 'sync', 'auto' or an integer K >= 1"
         if isinstance(policy, str):
             if policy not in ("greedy", "sync", "auto"):
@@ -206,7 +217,7 @@ class echoing:  # noqa: N801 - used like a function: `for batch in echoing(loade
             self.K = int(policy)
         else:
             raise ValueError(f"policy: expected {allowed}, got {policy!r}")
-        for name, v in (("max_echo", max_echo), ("prefetch", prefetch)):
+        for name, v in (("max_echo", max_echo), ("prefetch", prefetch), ("keep_steps", keep_steps)):
             if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 1:
                 raise ValueError(f"{name}: expected an integer >= 1, got {v!r}")
         if epochs is not None and (isinstance(epochs, bool) or not isinstance(epochs, numbers.Integral)
@@ -239,18 +250,14 @@ class echoing:  # noqa: N801 - used like a function: `for batch in echoing(loade
         self._clock = clock
         self._batch_size = None if batch_size is None else int(batch_size)
         self._batch_size_given = batch_size is not None
-        # per fresh batch
-        self.load_time: list[float] = []
-        self.wait_time: list[float] = []
-        self.echo: list[int] = []
-        self._censored: list[bool] = []
-        self._cap: list[int] = []
-        self._epoch: list[int] = []
-        # per step
-        self._step_batch: list[int] = []
-        self._step_start: list[float] = []
-        self._step_time: list[float] = []
-        self._loss: list[float] = []
+        # what is measured, in bounded memory (echosim.loop.recorder): per fresh batch, and per step
+        # the last keep_steps steps (older ones folded per fresh batch)
+        self._rec = rec = Recorder(int(keep_steps), max(self.K or 1, self.max_echo))
+        self._load_time, self._wait_time, self._echo = rec.load_time, rec.wait_time, rec.echo
+        self._step_start, self._step_time, self._loss = rec.step_start, rec.step_time, rec.loss
+        self._signals, self._small = rec.signals, rec.small  # per fresh batch where reported
+        self._recent: collections.deque = collections.deque(maxlen=_RECENT)
+        self._recent_max = 0.0
         self._current = None
         self._k = 0
         self._cap_now = 1
@@ -265,12 +272,27 @@ class echoing:  # noqa: N801 - used like a function: `for batch in echoing(loade
         self._step_typical = 0.0
         self._warned_no_report = False
         self._warned_nan = False
-        self._signals = {k: [] for k in SIGNAL_FIELDS}  # per fresh batch, NaN where not reported
-        self._small: list[int] = []
         self._feed = _Feed(iterable, epochs, int(prefetch), clock)
         self._thread = threading.Thread(target=self._feed.run, name="echosim-echoing", daemon=True)
         self._finalizer = weakref.finalize(self, self._feed.stop)
         self._thread.start()
+
+    # ---- what is measured per fresh batch, as lists (the values are held compactly: `_rec`)
+
+    @property
+    def load_time(self) -> list:
+        """Per fresh batch: the iterable's time to produce it (seconds; float32 precision)."""
+        return self._load_time.tolist()
+
+    @property
+    def wait_time(self) -> list:
+        """Per fresh batch: the loop's wait for it (seconds; float32 precision)."""
+        return self._wait_time.tolist()
+
+    @property
+    def echo(self) -> list:
+        """Per finished fresh batch: K_t, the times it was yielded."""
+        return self._echo.tolist()
 
     # ---- the loop's clock: seconds since the first request, paused time taken out
 
@@ -307,8 +329,8 @@ class echoing:  # noqa: N801 - used like a function: `for batch in echoing(loade
 
     def _finish_batch(self) -> None:
         if self._have:
-            self.echo.append(self._k)
-            self._driver.end(len(self.echo) - 1, self._k)
+            self._echo.append(self._k)
+            self._driver.end(len(self._echo) - 1, self._k)
         self._have = False
 
     def _take(self, timeout: float | None = None) -> bool:
@@ -325,26 +347,28 @@ class echoing:  # noqa: N801 - used like a function: `for batch in echoing(loade
                 raise item.exc
             raise StopIteration
         batch, load, censored, epoch = item
-        if self._batch_size is None and not self.load_time:
+        rec = self._rec
+        if self._batch_size is None and not rec.load_time:
             self._batch_size = _batch_len(batch)
-        self.load_time.append(load)
-        self._censored.append(censored)
-        self._epoch.append(epoch)
-        self.wait_time.append(t1 - t0)
-        recent = self.load_time[-_RECENT:]
-        self._overdue_after = 2.0 * max(recent) + 0.5 * self._step_typical
+        rec.add_batch(load, censored, epoch, t1 - t0)
+        recent = self._recent  # the largest of the last _RECENT load times, without a scan per batch
+        if len(recent) == _RECENT and recent[0] >= self._recent_max:
+            recent.append(load)
+            self._recent_max = max(recent)
+        else:
+            recent.append(load)
+            if load > self._recent_max:
+                self._recent_max = load
+        self._overdue_after = 2.0 * self._recent_max + 0.5 * self._step_typical
         self._current, self._k, self._have = batch, 0, True
         self._overdue_waited = False
         self._cap_now = self._cap_for_new_batch()
-        self._cap.append(self._cap_now)
+        rec.cap.append(self._cap_now)
         return True
 
     def _cap_for_new_batch(self) -> int:
-        t = len(self.load_time) - 1
-        for signal in self._signals.values():
-            signal.append(math.nan)
-        self._small.append(0)
-        if (self.policy == "auto" and not self._warned_no_report and len(self.echo) >= 2
+        t = len(self._load_time) - 1
+        if (self.policy == "auto" and not self._warned_no_report and len(self._echo) >= 2
                 and not any(math.isfinite(x) for x in self._loss)):
             self._warned_no_report = True
             warnings.warn("echoing(policy='auto'): no loss has been reported (call it.report(loss) after each "
@@ -382,7 +406,6 @@ class echoing:  # noqa: N801 - used like a function: `for batch in echoing(loade
         if not self._have or self._k >= self._cap_now or (self.K is None and self._switch()):
             self._take()
         self._k += 1
-        self._step_batch.append(len(self.load_time) - 1)
         self._loss.append(math.nan)
         self._yielded = self._now()
         self._step_start.append(self._yielded - self._t0)
@@ -398,7 +421,7 @@ class echoing:  # noqa: N801 - used like a function: `for batch in echoing(loade
         """Should the loop report a held-out probe loss with this step (``report(loss, probe=...)``)?
         True on the first step of every ``window``-th fresh batch: where policy "auto" starts
         a run of one cap, so that the probe measures each run's progress."""
-        return self._have and self._k == 1 and (len(self.load_time) - 1) % self._window == 0
+        return self._have and self._k == 1 and (len(self._load_time) - 1) % self._window == 0
 
     def report(self, loss, *, lagged_loss=None, probe=None, grad_sq=None) -> None:
         """What the step just taken measured: its loss (a number, e.g. ``loss.item()``, or a 0-d
@@ -427,12 +450,12 @@ class echoing:  # noqa: N801 - used like a function: `for batch in echoing(loade
         is recorded, said once, and "auto" falls back to K = 1.
         """
         value = _real("report: loss", loss)
-        if not self._step_batch:
+        if not self._loss:
             raise ValueError("report: no step has been taken yet (report the loss after each step)")
         if not math.isnan(self._loss[-1]):
-            raise ValueError(f"report: the loss of step {len(self._loss) - 1} was reported already "
+            raise ValueError(f"report: the loss of step {self._rec.folded_steps + len(self._loss) - 1} was reported already "
                              "(report once per step)")
-        t = len(self.load_time) - 1
+        t = len(self._load_time) - 1
         extra = {}
         if lagged_loss is not None:
             if self._k != 1:
@@ -453,7 +476,7 @@ class echoing:  # noqa: N801 - used like a function: `for batch in echoing(loade
                 self._warned_nan = True
                 what = bad[0].replace("lagged_before", "lagged_loss").replace("lagged_after", "lagged_loss")
                 warnings.warn(f"echoing: the reported {what} is {value if bad[0] == 'loss' else extra[bad[0]]} at "
-                              f"step {len(self._loss) - 1}: the training run diverged"
+                              f"step {self._rec.folded_steps + len(self._loss) - 1}: the training run diverged"
                               + ("; policy 'auto' falls back to K = 1" if self.policy == "auto" else ""),
                               RuntimeWarning, stacklevel=2)
             self._driver.diverged()
@@ -491,25 +514,8 @@ class echoing:  # noqa: N801 - used like a function: `for batch in echoing(loade
 
     def records(self):
         """Everything measured so far, as `echosim.loop.records.Records` (times in seconds)."""
-        from echosim.loop.records import Records
-
-        K = list(self.echo) + ([self._k] if self._have else [])
-        T = len(K)
-        step_time = list(self._step_time) + [math.nan] * (len(self._step_batch) - len(self._step_time))
-        decisions = tuple(self._controller.decisions)
-        return Records(
-            policy=self.policy, echo=self.K, batch_size=self._batch_size,
-            load_time=np.asarray(self.load_time[:T], dtype=float),
-            load_censored=np.asarray(self._censored[:T], dtype=bool),
-            wait_time=np.asarray(self.wait_time[:T], dtype=float),
-            steps_per_batch=np.asarray(K, dtype=np.int64), cap=np.asarray(self._cap[:T], dtype=np.int64),
-            epoch=np.asarray(self._epoch[:T], dtype=np.int64),
-            step_batch=np.asarray(self._step_batch, dtype=np.int64),
-            step_start=np.asarray(self._step_start, dtype=float),
-            step_time=np.asarray(step_time, dtype=float), loss=np.asarray(self._loss, dtype=float),
-            small_batch=np.asarray(self._small[:T], dtype=np.int64),
-            **{k: np.asarray(v[:T], dtype=float) for k, v in self._signals.items()},
-            decisions=decisions)
+        return self._rec.records(self.policy, self.K, self._batch_size, self._k if self._have else None,
+                                 self._controller.decisions)
 
     def summary(self) -> dict:
         """Fresh batches, steps, mean echo, times in seconds (keys ending ``_s``), fresh batches
@@ -523,7 +529,7 @@ class echoing:  # noqa: N801 - used like a function: `for batch in echoing(loade
     def trace(self, mode: str = "resample"):
         """The iterable's measured time per batch (seconds) as a `Trace`, to plan with; times
         recorded while the loader could run ahead of the loop are left out."""
-        if not self.load_time:
+        if not self._load_time:
             raise ValueError("trace: no batch has been produced yet")
         return self.records().trace(mode)
 

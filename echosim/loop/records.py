@@ -36,9 +36,10 @@ SIGNAL_FIELDS = ("lagged_before", "lagged_after", "probe", "grad_sq_small", "gra
 _BATCH_FIELDS = ("load_time", "load_censored", "wait_time", "steps_per_batch", "cap", "epoch", "small_batch",
                  *SIGNAL_FIELDS)
 _STEP_FIELDS = ("step_batch", "step_start", "step_time", "loss")
-_FORMAT = "echosim-records-2"
-_FORMATS = ("echosim-records-1", _FORMAT)  # version 1 had no signals
-_OPTIONAL = ("small_batch", *SIGNAL_FIELDS)
+_FOLDED_FIELDS = ("folded_start", "folded_busy", "folded_first_loss", "folded_last_loss")
+_FORMAT = "echosim-records-3"
+_FORMATS = ("echosim-records-1", "echosim-records-2", _FORMAT)  # 1 had no signals, 2 no folded batches
+_OPTIONAL = ("small_batch", *SIGNAL_FIELDS)  # absent from older formats
 
 
 @dataclass(frozen=True, eq=False)
@@ -66,7 +67,8 @@ class Records:
     epoch : int64[T]
         The pass over the iterable that batch t came from (0, 1, ...).
     step_batch : int64[N]
-        The fresh batch step j used.
+        The fresh batch step j used. The per-step arrays hold the steps of fresh batches
+        ``kept_from`` on (all of them unless a long run folded its older steps, see below).
     step_start : float64[N]
         When step j began (the batch was handed to the loop), on the loop's clock:
         seconds since the first request, with paused time (`echoing.paused`) taken out.
@@ -87,6 +89,14 @@ class Records:
         Squared gradient norms on the first ``small_batch`` examples and on the batch.
     decisions : tuple of dict
         "auto" only: every decision and the estimates it acted on.
+    kept_from : int
+        The first fresh batch whose steps are kept one by one (0: every step is). A long
+        run through `echoing` keeps its last ``keep_steps`` steps in full and folds the
+        steps of older fresh batches into the four per-batch totals below, so that its
+        records stay in bounded memory (`echosim.loop.echoing`, "Memory").
+    folded_start, folded_busy, folded_first_loss, folded_last_loss : float64[kept_from]
+        Per folded fresh batch: when its first step began, the sum of its step times, and
+        the losses of its first and last steps (NaN where none was reported).
     """
 
     policy: str
@@ -109,6 +119,11 @@ class Records:
     probe: np.ndarray | None = field(default=None, repr=False)
     grad_sq_small: np.ndarray | None = field(default=None, repr=False)
     grad_sq_full: np.ndarray | None = field(default=None, repr=False)
+    kept_from: int = 0
+    folded_start: np.ndarray | None = field(default=None, repr=False)
+    folded_busy: np.ndarray | None = field(default=None, repr=False)
+    folded_first_loss: np.ndarray | None = field(default=None, repr=False)
+    folded_last_loss: np.ndarray | None = field(default=None, repr=False)
 
     def __post_init__(self):
         _check_meta(self.policy, self.echo, self.batch_size, self.decisions)
@@ -119,12 +134,24 @@ class Records:
         for name in SIGNAL_FIELDS:
             if getattr(self, name) is None:
                 object.__setattr__(self, name, np.full(T, np.nan))
-        for name in _BATCH_FIELDS + _STEP_FIELDS:
+        kf = self.kept_from
+        if isinstance(kf, bool) or not isinstance(kf, numbers.Integral) or not 0 <= kf <= T:
+            raise ValueError(f"records: kept_from: expected an integer from 0 to the number of fresh batches "
+                             f"({T}), got {kf!r:.40}")
+        object.__setattr__(self, "kept_from", int(kf))
+        for name in _FOLDED_FIELDS:
+            if getattr(self, name) is None:
+                object.__setattr__(self, name, np.full(kf, np.nan) if kf else np.empty(0))
+        for name in _BATCH_FIELDS + _STEP_FIELDS + _FOLDED_FIELDS:
             object.__setattr__(self, name, _array(name, getattr(self, name), _KINDS[name]))
         T = _common_size(self, _BATCH_FIELDS)
         for name in _BATCH_FIELDS:
             if getattr(self, name).shape != (T,):
                 raise ValueError(f"records: {name}: expected one entry per fresh batch ({T}), "
+                                 f"got {getattr(self, name).size}")
+        for name in _FOLDED_FIELDS:
+            if getattr(self, name).shape != (kf,):
+                raise ValueError(f"records: {name}: expected one entry per folded fresh batch (kept_from = {kf}), "
                                  f"got {getattr(self, name).size}")
         N = _common_size(self, _STEP_FIELDS)
         for name in _STEP_FIELDS:
@@ -141,12 +168,18 @@ class Records:
 
     @property
     def n_steps(self) -> int:
-        return int(self.step_batch.size)
+        """Steps in all (those folded included)."""
+        return int(self.steps_per_batch.sum())
 
     @property
     def first_step(self) -> np.ndarray:
-        """Index of each fresh batch's first step."""
-        return np.concatenate([[0], np.cumsum(self.steps_per_batch)[:-1]]).astype(np.int64)
+        """Index (in the per-step arrays) of the first step of each fresh batch whose steps are kept
+        (``kept_from`` on)."""
+        kept = self.steps_per_batch[self.kept_from:]
+        return np.concatenate([[0], np.cumsum(kept)[:-1]]).astype(np.int64) if kept.size else np.empty(0, np.int64)
+
+    def _kept_last_step(self) -> np.ndarray:
+        return np.cumsum(self.steps_per_batch[self.kept_from:]) - 1
 
     @property
     def first_loss(self) -> np.ndarray:
@@ -156,20 +189,28 @@ class Records:
         epoch on it estimates the training loss instead."""
         if self.n_steps == 0:
             return np.empty(0)
-        return self.loss[self.first_step]
+        return np.concatenate([self.folded_first_loss, self.loss[self.first_step]])
 
     @property
     def start(self) -> np.ndarray:
         """When each fresh batch's first step began, on the loop's clock."""
-        return self.step_start[self.first_step] if self.n_steps else np.empty(0)
+        if self.n_steps == 0:
+            return np.empty(0)
+        return np.concatenate([self.folded_start, self.step_start[self.first_step]])
 
     @property
     def end(self) -> np.ndarray:
-        """When each fresh batch's last step ended, on the loop's clock (NaN if still running)."""
+        """When each fresh batch's last step ended, on the loop's clock (NaN if still running). For a
+        folded batch: when the loop asked for the next one (its start less its wait), which
+        exceeds the end by the wrapper's own time between the two (microseconds)."""
         if self.n_steps == 0:
             return np.empty(0)
-        last = np.cumsum(self.steps_per_batch) - 1
-        return self.step_start[last] + self.step_time[last]
+        last = self._kept_last_step()
+        kf = self.kept_from
+        folded = self.start[1:kf + 1] - self.wait_time[1:kf + 1]
+        if kf == self.n_batches:  # the last batch folded (a head of folded batches): its steps' total
+            folded = np.append(folded, self.folded_start[-1] + self.folded_busy[-1])
+        return np.concatenate([folded, self.step_start[last] + self.step_time[last]])
 
     @property
     def paired_progress(self) -> np.ndarray:
@@ -186,8 +227,7 @@ class Records:
         on it (all but the last step; NaN for one step or where not reported)."""
         if self.n_steps == 0:
             return np.empty(0)
-        last = np.cumsum(self.steps_per_batch) - 1
-        out = self.first_loss - self.loss[last]
+        out = self.first_loss - np.concatenate([self.folded_last_loss, self.loss[self._kept_last_step()]])
         out[self.steps_per_batch < 2] = np.nan
         return out
 
@@ -208,10 +248,12 @@ class Records:
             raise ValueError(f"n: expected an integer >= 1 (fresh batches to keep), got {n!r}")
         n = min(int(n), self.n_batches)
         keep = self.step_batch < n
+        kf = min(self.kept_from, n)
         return Records(self.policy, self.echo, self.batch_size,
                        decisions=tuple(d for d in self.decisions if d.get("batch", -1) < n),
                        **{k: getattr(self, k)[:n].copy() for k in _BATCH_FIELDS},
-                       **{k: getattr(self, k)[keep].copy() for k in _STEP_FIELDS})
+                       **{k: getattr(self, k)[keep].copy() for k in _STEP_FIELDS},
+                       kept_from=kf, **{k: getattr(self, k)[:kf].copy() for k in _FOLDED_FIELDS})
 
     def steady(self) -> slice:
         """The fresh batches in steady state: all but the first (its wait is start-up)."""
@@ -225,7 +267,10 @@ class Records:
         but the first): step time over step time plus waits; NaN for an empty run."""
         n, N = self.n_batches, self.n_steps
         first = 1 if n > 1 else 0
-        busy = float(np.nansum(self.step_time[self.step_batch >= first]))
+        kf = self.kept_from
+        busy = float(np.nansum(self.step_time[self.step_batch >= first]) + np.sum(self.folded_busy[first:]))
+        timed = np.isfinite(self.step_time)
+        n_timed = int(timed.sum()) + int(self.steps_per_batch[:kf].sum())
         wait = float(np.sum(self.wait_time[first:]))
         span = busy + wait
         ends = self.end
@@ -237,8 +282,8 @@ class Records:
                 "wait_fraction": wait / span if span > 0 else math.nan,
                 "utilization": busy / span if span > 0 else math.nan,
                 "mean_load_time_s": float(np.mean(self.load_time)) if n else math.nan,
-                "mean_step_time_s": float(np.nanmean(self.step_time)) if np.isfinite(self.step_time).any()
-                else math.nan,
+                "mean_step_time_s": (float(np.sum(self.step_time[timed]) + np.sum(self.folded_busy)) / n_timed
+                                     if n_timed else math.nan),
                 "censored_fraction": float(np.mean(self.load_censored)) if n else math.nan,
                 "epochs": int(self.epoch[-1]) + 1 if n else 0}
 
@@ -262,7 +307,9 @@ class Records:
             return pd.DataFrame({"batch": np.arange(self.n_batches), **{k: getattr(self, k) for k in _BATCH_FIELDS},
                                  "start": self.start, "end": self.end, "first_loss": self.first_loss})
         if per == "step":
-            return pd.DataFrame({"step": np.arange(self.n_steps), **{k: getattr(self, k) for k in _STEP_FIELDS}})
+            first = int(self.steps_per_batch[:self.kept_from].sum())  # the steps folded before the kept ones
+            return pd.DataFrame({"step": np.arange(first, first + self.step_batch.size),
+                                 **{k: getattr(self, k) for k in _STEP_FIELDS}})
         raise ValueError(f"per: expected 'batch' or 'step', got {per!r}")
 
     # ---- files (NumPy's .npz; the metadata as JSON text inside, no pickles)
@@ -275,8 +322,8 @@ class Records:
 
         path = Path(path)
         meta = {"format": _FORMAT, "policy": self.policy, "echo": self.echo, "batch_size": self.batch_size,
-                "decisions": list(self.decisions)}
-        arrays = {k: getattr(self, k) for k in _BATCH_FIELDS + _STEP_FIELDS}
+                "decisions": list(self.decisions), "kept_from": self.kept_from}
+        arrays = {k: getattr(self, k) for k in _BATCH_FIELDS + _STEP_FIELDS + _FOLDED_FIELDS}
         try:
             with _atomic_file(path) as fh:
                 np.savez(fh, meta=np.array(json.dumps(meta, allow_nan=True)), **arrays)
@@ -298,7 +345,7 @@ MAX_SECONDS = 1e9
 # dtype kinds accepted per field: "f" real numbers (ints allowed), "i" integers, "b" booleans
 _KINDS = {**{k: "f" for k in ("load_time", "wait_time", "step_start", "step_time", "loss", *SIGNAL_FIELDS)},
           **{k: "i" for k in ("steps_per_batch", "cap", "epoch", "step_batch", "small_batch")},
-          "load_censored": "b"}
+          **{k: "f" for k in _FOLDED_FIELDS}, "load_censored": "b"}
 
 
 def _array(name: str, value, kind: str) -> np.ndarray:
@@ -348,7 +395,7 @@ def _check_ranges(r: "Records") -> None:
         i = int(np.flatnonzero(values)[0])
         raise ValueError(f"records: {name}: {what}, got {getattr(r, name)[i].item()!r} at index {i}")
 
-    for name in ("load_time", "wait_time", "step_start"):
+    for name in ("load_time", "wait_time", "step_start", "folded_start", "folded_busy"):
         a = getattr(r, name)
         ok = (a >= 0) & (a <= MAX_SECONDS)  # False for NaN
         if not ok.all():
@@ -369,11 +416,14 @@ def _check_ranges(r: "Records") -> None:
         bad("epoch", "expected epochs in order (never decreasing)", np.append(False, np.diff(r.epoch) < 0))
     if r.batch_size is not None and (r.small_batch >= r.batch_size).any():
         bad("small_batch", f"expected b < the batch size {r.batch_size}", r.small_batch >= r.batch_size)
-    N = r.n_steps
-    total = int(r.steps_per_batch.sum())
+    kf = r.kept_from
+    N = r.step_batch.size
+    total = int(r.steps_per_batch[kf:].sum())
     if total != N:
-        raise ValueError(f"records: steps_per_batch sums to {total}, but there are {N} steps")
-    if N and not np.array_equal(r.step_batch, np.repeat(np.arange(r.n_batches, dtype=np.int64), r.steps_per_batch)):
+        raise ValueError(f"records: steps_per_batch sums to {total} over the fresh batches from kept_from = {kf}, "
+                         f"but there are {N} steps")
+    if N and not np.array_equal(r.step_batch, np.repeat(np.arange(kf, r.n_batches, dtype=np.int64),
+                                                         r.steps_per_batch[kf:])):
         raise ValueError("records: step_batch: expected each step's fresh batch, in order, as steps_per_batch "
                          "counts them")
 
@@ -412,7 +462,7 @@ def load_records(path) -> Records:
             if missing:
                 raise ValueError(f"records: {where}: field {missing[0]} is missing")
             meta_array = z["meta"]
-            arrays = {k: z[k] for k in _BATCH_FIELDS + _STEP_FIELDS if k in files}
+            arrays = {k: z[k] for k in _BATCH_FIELDS + _STEP_FIELDS + _FOLDED_FIELDS if k in files}
     except ValueError as exc:
         if str(exc).startswith("records: "):
             raise
@@ -435,7 +485,7 @@ def load_records(path) -> Records:
         if key not in meta:
             raise ValueError(f"records: {where}: meta: field {key} is missing")
     try:
-        return Records(meta["policy"], meta["echo"], meta["batch_size"],
+        return Records(meta["policy"], meta["echo"], meta["batch_size"], kept_from=meta.get("kept_from", 0),
                        decisions=tuple(meta.get("decisions", ())) if isinstance(meta.get("decisions", ()), list)
                        else meta.get("decisions"), **arrays)
     except ValueError as exc:
