@@ -80,6 +80,7 @@ class _Feed:
         self.cond = threading.Condition()
         self.items: collections.deque = collections.deque()
         self.stopped = False
+        self.pending = None  # an item the thread holds while the buffer is full: `take` places it
         self.free_since = clock()  # when the thread last became free to produce the next batch
 
     def ready(self) -> bool:
@@ -116,8 +117,15 @@ class _Feed:
         """Append `item` when there is room; True if the buffer was full on arrival."""
         with self.cond:
             blocked = len(self.items) >= self.capacity
-            while len(self.items) >= self.capacity and not self.stopped:
-                self.cond.wait()
+            if blocked:
+                # wait for room; the taker places the item itself when it makes room (so that
+                # it need not wait for this thread to be scheduled again to find it ready)
+                self.pending = item
+                while self.pending is not None and not self.stopped:
+                    self.cond.wait()
+                self.pending = None
+                self.free_since = self.clock()
+                return blocked
             if self.stopped:
                 return blocked
             self.items.append(item)
@@ -131,12 +139,16 @@ class _Feed:
             if not self.cond.wait_for(self.ready, timeout):
                 return None
             item = self.items.popleft()
-            self.cond.notify_all()
+            if self.pending is not None:  # the thread waits for room with its next item: place it
+                self.items.append(self.pending)
+                self.pending = None
+                self.cond.notify_all()
             return item
 
     def stop(self) -> None:
         with self.cond:
             self.stopped = True
+            self.pending = None
             self.items.clear()
             self.cond.notify_all()
 
@@ -333,9 +345,11 @@ class echoing:  # noqa: N801 - used like a function: `for batch in echoing(loade
             self._driver.end(len(self._echo) - 1, self._k)
         self._have = False
 
-    def _take(self, timeout: float | None = None) -> bool:
-        """Take the next fresh batch (waiting at most `timeout`); False if it did not come."""
-        t0 = self._now()
+    def _take(self, timeout: float | None = None, t0: float | None = None) -> bool:
+        """Take the next fresh batch (waiting at most `timeout`); False if it did not come. `t0`:
+        the loop clock's time now, if the caller has just read it."""
+        if t0 is None:
+            t0 = self._now()
         item = self._feed.take(timeout)
         if item is None:
             return False
@@ -362,19 +376,19 @@ class echoing:  # noqa: N801 - used like a function: `for batch in echoing(loade
         self._overdue_after = 2.0 * self._recent_max + 0.5 * self._step_typical
         self._current, self._k, self._have = batch, 0, True
         self._overdue_waited = False
-        self._cap_now = self._cap_for_new_batch()
+        self._cap_now = self._cap_for_new_batch(t1)
         rec.cap.append(self._cap_now)
         return True
 
-    def _cap_for_new_batch(self) -> int:
+    def _cap_for_new_batch(self, now: float) -> int:
         t = len(self._load_time) - 1
-        if (self.policy == "auto" and not self._warned_no_report and len(self._echo) >= 2
+        if (not self._warned_no_report and self.policy == "auto" and len(self._echo) >= 2
                 and not any(math.isfinite(x) for x in self._loss)):
             self._warned_no_report = True
             warnings.warn("echoing(policy='auto'): no loss has been reported (call it.report(loss) after each "
                           "step); without a signal it cannot compare caps and stays at its starting cap "
                           f"{self._controller.incumbent}", RuntimeWarning, stacklevel=4)
-        return self._driver.begin(t, self._now())
+        return self._driver.begin(t, now)
 
     def _switch(self) -> bool:
         """Greedy's decision after a step: move to the next fresh batch now (True) or echo."""
@@ -403,7 +417,9 @@ class echoing:  # noqa: N801 - used like a function: `for batch in echoing(loade
             self._step_time.append(dt)
             self._step_typical = dt if self._step_typical == 0.0 else 0.9 * self._step_typical + 0.1 * dt
             self._yielded = None
-        if not self._have or self._k >= self._cap_now or (self.K is None and self._switch()):
+        if not self._have or self._k >= self._cap_now:
+            self._take(t0=now)
+        elif self.K is None and self._switch():
             self._take()
         self._k += 1
         self._loss.append(math.nan)
@@ -449,7 +465,7 @@ class echoing:  # noqa: N801 - used like a function: `for batch in echoing(loade
         A loss or signal that is not finite (or beyond 1e150) means the run diverged: it
         is recorded, said once, and "auto" falls back to K = 1.
         """
-        value = _real("report: loss", loss)
+        value = loss if type(loss) is float else _real("report: loss", loss)
         if not self._loss:
             raise ValueError("report: no step has been taken yet (report the loss after each step)")
         if not math.isnan(self._loss[-1]):
@@ -470,7 +486,9 @@ class echoing:  # noqa: N801 - used like a function: `for batch in echoing(loade
         if grad_sq is not None:
             small, sq_small, sq_full = _grad_sq(grad_sq, self._batch_size)
         self._loss[-1] = value
-        bad = [k for k, v in (("loss", value), *extra.items()) if diverging(v)]
+        if self._k == 1 and not self._warned_no_report:
+            self._warned_no_report = math.isfinite(value)  # a loss came: no need to say none did
+        bad = [k for k, v in (("loss", value), *extra.items()) if diverging(v)] if extra or diverging(value) else ()
         if bad:
             if not self._warned_nan:
                 self._warned_nan = True

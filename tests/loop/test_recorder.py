@@ -36,13 +36,15 @@ def test_folded_records_agree_with_full_ones_per_fresh_batch(policy):
     assert folded.kept_from > 0 and folded.step_batch.size < full.step_batch.size
     assert 7 <= folded.step_batch.size <= 7 + 3 + policy
     assert folded.n_steps == full.n_steps and folded.n_batches == full.n_batches
-    for name in ("load_time", "wait_time", "steps_per_batch", "cap", "epoch", "load_censored", "probe",
+    for name in ("load_time", "wait_time", "steps_per_batch", "cap", "epoch", "probe",  # (censored: timing)
                  "first_loss", "start", "seen_progress"):
         assert np.array_equal(getattr(folded, name), getattr(full, name), equal_nan=True), name
     # a folded end is the next request: late by the wrapper's own clock calls (3 ticks here, µs in a real loop)
     assert np.allclose(folded.end, full.end, rtol=0, atol=0.375 + 1e-9)
     s_full, s_folded = full.summary(), folded.summary()
     for k, v in s_full.items():
+        if k == "censored_fraction":  # the loader thread's timing, not the loop's clock
+            continue
         assert s_folded[k] == (v if isinstance(v, str) else pytest.approx(v, rel=1e-6, nan_ok=True)), k
     kept = folded.step_batch
     assert np.array_equal(folded.loss, full.loss[full.step_batch >= kept[0]])
