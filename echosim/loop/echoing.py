@@ -353,9 +353,9 @@ class echoing:  # noqa: N801 - used like a function: `for batch in echoing(loade
         item = self._feed.take(timeout)
         if item is None:
             return False
-        t1 = self._now()
+        t1 = self._clock() - self._paused
         self._finish_batch()
-        if item is _END or isinstance(item, _Failure):
+        if type(item) is not tuple:  # _END or a _Failure
             self._done = True
             if isinstance(item, _Failure):
                 raise item.exc
@@ -364,7 +364,14 @@ class echoing:  # noqa: N801 - used like a function: `for batch in echoing(loade
         rec = self._rec
         if self._batch_size is None and not rec.load_time:
             self._batch_size = _batch_len(batch)
-        rec.add_batch(load, censored, epoch, t1 - t0)
+        rec.load_time.append(load)  # rec.add_batch(load, censored, epoch, t1 - t0), inlined
+        rec.censored.append(censored)
+        if epoch != rec._epoch:
+            rec._epoch = epoch
+            rec.epochs.append((len(rec.load_time) - 1, epoch))
+        rec.wait_time.append(t1 - t0)
+        if len(rec.loss) >= rec._fold_at:
+            rec.fold()
         recent = self._recent  # the largest of the last _RECENT load times, without a scan per batch
         if len(recent) == _RECENT and recent[0] >= self._recent_max:
             recent.append(load)
@@ -392,7 +399,7 @@ class echoing:  # noqa: N801 - used like a function: `for batch in echoing(loade
 
     def _switch(self) -> bool:
         """Greedy's decision after a step: move to the next fresh batch now (True) or echo."""
-        if self._feed.ready():
+        if self._feed.items:  # ready
             return True
         if self._k >= self._cap_now:
             return True
@@ -409,7 +416,7 @@ class echoing:  # noqa: N801 - used like a function: `for batch in echoing(loade
     def __next__(self):
         if self._done:
             raise StopIteration
-        now = self._now()
+        now = self._clock() - self._paused
         if self._t0 is None:
             self._t0 = now
         if self._yielded is not None:
@@ -423,8 +430,8 @@ class echoing:  # noqa: N801 - used like a function: `for batch in echoing(loade
             self._take()
         self._k += 1
         self._loss.append(math.nan)
-        self._yielded = self._now()
-        self._step_start.append(self._yielded - self._t0)
+        self._yielded = y = self._clock() - self._paused
+        self._step_start.append(y - self._t0)
         return self._current
 
     @property
