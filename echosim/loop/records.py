@@ -317,7 +317,8 @@ class Records:
     def save(self, path) -> str:
         """Write the records to ``path`` (``.npz``); `load_records` reads them back. The file is
         written whole or not at all (a temp file beside it, then renamed over it): a save that
-        fails, or is killed, leaves the previous file as it was."""
+        fails, or is killed, leaves the previous file as it was; the temp files of earlier saves
+        to the same path whose writer was killed are removed."""
         from echosim.experiments.store import _atomic_file
 
         path = Path(path)
@@ -332,6 +333,7 @@ class Records:
         except OSError as exc:
             raise ValueError(f"records: could not write {str(path)!r} ({exc.strerror or exc}); "
                              "any previous file there is unchanged") from None
+        _clean_stale_temp(path)
         return str(path)
 
     def __repr__(self) -> str:
@@ -426,6 +428,19 @@ def _check_ranges(r: "Records") -> None:
                                                          r.steps_per_batch[kf:])):
         raise ValueError("records: step_batch: expected each step's fresh batch, in order, as steps_per_batch "
                          "counts them")
+
+
+def _clean_stale_temp(path: Path) -> None:
+    """Remove the temp files of earlier saves to `path` whose writer is gone (killed mid-write)."""
+    from echosim.experiments.store import _temp_pid, _writer_gone
+
+    try:
+        for p in path.parent.glob(f".{path.name}.*.tmp"):
+            pid = _temp_pid(p.name)
+            if pid is not None and pid != os.getpid() and _writer_gone(p, pid):
+                p.unlink(missing_ok=True)
+    except OSError:  # a directory we cannot list or a file we cannot remove: leave them
+        pass
 
 
 def _pandas():

@@ -142,3 +142,17 @@ def test_records_built_in_python_are_checked(kw, match):
     fields.update(kw)
     with pytest.raises(ValueError, match=match):
         Records(**fields)
+
+
+def test_save_removes_the_temp_files_of_killed_writers_to_the_same_path(saved, tmp_path):
+    import subprocess
+    import sys
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True).stdout.strip()
+    stale = tmp_path / f".r.npz.{dead}.0123456789abcdef.tmp"
+    stale.write_bytes(b"half a file")
+    other = tmp_path / f".other.npz.{dead}.0123456789abcdef.tmp"
+    other.write_bytes(b"not ours")
+    load_records(saved).save(tmp_path / "r.npz")
+    assert not stale.exists() and other.exists()
