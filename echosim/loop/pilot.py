@@ -60,12 +60,15 @@ def pilot(step: Callable, loader: Iterable, *, policies=PILOT_POLICIES, batches:
         rotated by r. Each segment has at least 2 fresh batches (``batches >= 2 * rounds``).
     max_echo, batch_size, auto : passed to `echoing` (and checked, whichever policies are piloted).
 
-    A loader that is empty (or, re-iterated, gives fewer batches than a segment needs) is
-    refused with a ValueError giving the number needed.
-
     Returns
     -------
     list of Records, one per segment, in the order run (pass them to ``plan(records=...)``).
+
+    Raises
+    ------
+    ValueError
+        A bad argument (before any step runs), or a loader that is empty or, re-iterated,
+        gives fewer batches than a segment needs (with the number needed).
     """
     from echosim.loop.echoing import echoing
 
