@@ -136,7 +136,7 @@ class _Feed:
     def take(self, timeout: float | None = None):
         """The next item, waiting for it (None on timeout)."""
         with self.cond:
-            if not self.cond.wait_for(self.ready, timeout):
+            if not self.items and not self.cond.wait_for(self.ready, timeout):
                 return None
             item = self.items.popleft()
             if self.pending is not None:  # the thread waits for room with its next item: place it
@@ -424,8 +424,8 @@ class echoing:  # noqa: N801 - used like a function: `for batch in echoing(loade
             self._step_time.append(dt)
             self._step_typical = dt if self._step_typical == 0.0 else 0.9 * self._step_typical + 0.1 * dt
             self._yielded = None
-        if not self._have or self._k >= self._cap_now:
-            self._take(t0=now)
+        if not self._have or self._k >= self._cap_now or (self.K is None and self._feed.items):
+            self._take(t0=now)  # (greedy's decision, `_switch`, when the next batch is ready)
         elif self.K is None and self._switch():
             self._take()
         self._k += 1
