@@ -61,7 +61,8 @@ from collections.abc import Callable, Iterable, Iterator
 import numpy as np
 
 from echosim.control import Driver, diverging, make_controller
-from echosim.loop.records import SIGNAL_FIELDS, _seconds
+from echosim.loop.recorder import KEEP_STEPS, Recorder
+from echosim.loop.records import _seconds
 from echosim.control.auto import AUTO_DEFAULTS, AUTO_OPTIONS, check_auto_option
 
 __all__ = ["echoing"]
@@ -90,6 +91,7 @@ class _Feed:
         self.cond = threading.Condition()
         self.items: collections.deque = collections.deque()
         self.stopped = False
+        self.pending = None  # an item the thread holds while the buffer is full: `take` places it
         self.free_since = clock()  # when the thread last became free to produce the next batch
 
     def ready(self) -> bool:
@@ -128,8 +130,15 @@ class _Feed:
         """Append `item` when there is room; True if the buffer was full on arrival."""
         with self.cond:
             blocked = len(self.items) >= self.capacity
-            while len(self.items) >= self.capacity and not self.stopped:
-                self.cond.wait()
+            if blocked:
+                # wait for room; the taker places the item itself when it makes room (so that
+                # it need not wait for this thread to be scheduled again to find it ready)
+                self.pending = item
+                while self.pending is not None and not self.stopped:
+                    self.cond.wait()
+                self.pending = None
+                self.free_since = self.clock()
+                return blocked
             if self.stopped:
                 return blocked
             self.items.append(item)
@@ -140,15 +149,19 @@ class _Feed:
     def take(self, timeout: float | None = None):
         """The next item, waiting for it (None on timeout)."""
         with self.cond:
-            if not self.cond.wait_for(self.ready, timeout):
+            if not self.items and not self.cond.wait_for(self.ready, timeout):
                 return None
             item = self.items.popleft()
-            self.cond.notify_all()
+            if self.pending is not None:  # the thread waits for room with its next item: place it
+                self.items.append(self.pending)
+                self.pending = None
+                self.cond.notify_all()
             return item
 
     def stop(self) -> None:
         with self.cond:
             self.stopped = True
+            self.pending = None
             self.items.clear()
             self.cond.notify_all()
 
@@ -244,6 +257,10 @@ class echoing:  # noqa: N801 - used like a function: `for batch in echoing(loade
         not the time to launch the step's kernels. It costs the CPU's run-ahead (one
         synchronisation per step); leave it out for training runs that only need the
         waits, and use it for pilots and timing runs. The records name it (``clock``).
+    keep_steps : int
+        Steps whose time and loss are kept one by one (the most recent; default 2**19).
+        Older steps are folded, a whole fresh batch at a time, into that batch's first
+        and last losses, start and total step time; everything per fresh batch is kept.
 
     Attributes
     ----------
@@ -254,6 +271,10 @@ class echoing:  # noqa: N801 - used like a function: `for batch in echoing(loade
 
     Notes
     -----
+    Memory: what is measured is held in typed arrays (`echosim.loop.recorder`): 33 bytes
+    per fresh batch and 24 per kept step, within ``1.0625 (33 T + 36 keep_steps)`` bytes
+    for T fresh batches: a 10^7-step run with mean echo 2 holds under 200 MB.
+
     The background thread starts at the first request (``iter`` or ``next``), not at
     construction, and is stopped before the interpreter exits (it is given up to 10 s
     to finish the batch it is producing): an iterator built and never used, or
@@ -269,7 +290,8 @@ class echoing:  # noqa: N801 - used like a function: `for batch in echoing(loade
     def __init__(self, iterable: Iterable, policy="greedy", *, max_echo: int = 64, prefetch: int = 1,
                  epochs: int | None = 1, batch_size: int | None = None,
                  clock: Callable[[], float] = time.perf_counter, auto: dict | None = None,
-                 on_epoch: Callable[[int], object] | None = None, sync: Callable[[], object] | None = None):
+                 on_epoch: Callable[[int], object] | None = None, sync: Callable[[], object] | None = None,
+                 keep_steps: int = KEEP_STEPS):
         allowed = "'greedy', 'sync', 'auto' or an integer K >= 1"
         if isinstance(policy, str):
             if policy not in ("greedy", "sync", "auto"):
@@ -279,7 +301,7 @@ class echoing:  # noqa: N801 - used like a function: `for batch in echoing(loade
             self.K = int(policy)
         else:
             raise ValueError(f"policy: expected {allowed}, got {policy!r}")
-        for name, v in (("max_echo", max_echo), ("prefetch", prefetch)):
+        for name, v in (("max_echo", max_echo), ("prefetch", prefetch), ("keep_steps", keep_steps)):
             if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 1:
                 raise ValueError(f"{name}: expected an integer >= 1, got {v!r}")
         if epochs is not None and (isinstance(epochs, bool) or not isinstance(epochs, numbers.Integral)
@@ -291,6 +313,7 @@ class echoing:  # noqa: N801 - used like a function: `for batch in echoing(loade
             raise ValueError(f"batch_size: expected an integer >= 1, got {batch_size!r}")
         if not callable(clock):
             raise ValueError(f"clock: expected a callable returning seconds, got {clock!r}")
+        _check_clock(clock)
         for name, f in (("on_epoch", on_epoch), ("sync", sync)):
             if f is not None and not callable(f):
                 raise ValueError(f"{name}: expected a callable, got {type(f).__name__} {f!r:.60}")
@@ -313,6 +336,8 @@ class echoing:  # noqa: N801 - used like a function: `for batch in echoing(loade
         self._window = self._controller.window if self.policy == "auto" else AUTO_DEFAULTS["window"]
         self._clock = clock
         self._sync = sync
+        # the loop's clock readings: `sync` first, if given (the no-sync path reads the clock alone)
+        self._read = clock if sync is None else _synced(clock, sync)
         self.clock = _name(clock) + (f" after {_name(sync)}()" if sync is not None else "")
         self._epochs = epochs
         self._n_batches = _len_or_none(iterable)
@@ -320,18 +345,14 @@ class echoing:  # noqa: N801 - used like a function: `for batch in echoing(loade
             _hint_set_epoch(iterable)
         self._batch_size = None if batch_size is None else int(batch_size)
         self._batch_size_given = batch_size is not None
-        # per fresh batch
-        self.load_time: list[float] = []
-        self.wait_time: list[float] = []
-        self.echo: list[int] = []
-        self._censored: list[bool] = []
-        self._cap: list[int] = []
-        self._epoch: list[int] = []
-        # per step
-        self._step_batch: list[int] = []
-        self._step_start: list[float] = []
-        self._step_time: list[float] = []
-        self._loss: list[float] = []
+        # what is measured, in bounded memory (echosim.loop.recorder): per fresh batch, and per step
+        # the last keep_steps steps (older ones folded per fresh batch)
+        self._rec = rec = Recorder(int(keep_steps), max(self.K or 1, self.max_echo))
+        self._load_time, self._wait_time, self._echo = rec.load_time, rec.wait_time, rec.echo
+        self._step_start, self._step_time, self._loss = rec.step_start, rec.step_time, rec.loss
+        self._signals, self._small = rec.signals, rec.small  # per fresh batch where reported
+        self._recent: collections.deque = collections.deque(maxlen=_RECENT)
+        self._recent_max = 0.0
         self._current = None
         self._k = 0
         self._cap_now = 1
@@ -346,8 +367,6 @@ class echoing:  # noqa: N801 - used like a function: `for batch in echoing(loade
         self._step_typical = 0.0
         self._warned_no_report = False
         self._warned_nan = False
-        self._signals = {k: [] for k in SIGNAL_FIELDS}  # per fresh batch, NaN where not reported
-        self._small: list[int] = []
         self._iterable_type = type(iterable).__name__
         self._unread: dict[int, object] = {}  # step -> a reported tensor not read yet (`report`)
         self._feed = _Feed(iterable, epochs, int(prefetch), clock, on_epoch)
@@ -365,12 +384,27 @@ class echoing:  # noqa: N801 - used like a function: `for batch in echoing(loade
         _LIVE.add(self._feed)
         self._thread.start()
 
+    # ---- what is measured per fresh batch, as lists (the values are held compactly: `_rec`)
+
+    @property
+    def load_time(self) -> list:
+        """Per fresh batch: the iterable's time to produce it (seconds; float32 precision)."""
+        return self._load_time.tolist()
+
+    @property
+    def wait_time(self) -> list:
+        """Per fresh batch: the loop's wait for it (seconds; float32 precision)."""
+        return self._wait_time.tolist()
+
+    @property
+    def echo(self) -> list:
+        """Per finished fresh batch: K_t, the times it was yielded."""
+        return self._echo.tolist()
+
     # ---- the loop's clock: seconds since the first request, paused time taken out
 
     def _now(self) -> float:
-        if self._sync is not None:
-            self._sync()
-        return self._clock() - self._paused
+        return self._read() - self._paused
 
     @contextlib.contextmanager
     def paused(self):
@@ -425,55 +459,68 @@ class echoing:  # noqa: N801 - used like a function: `for batch in echoing(loade
 
     def _finish_batch(self) -> None:
         if self._have:
-            self.echo.append(self._k)
-            self._driver.end(len(self.echo) - 1, self._k)
+            self._echo.append(self._k)
+            self._driver.end(len(self._echo) - 1, self._k)
         self._have = False
 
-    def _take(self, timeout: float | None = None) -> bool:
-        """Take the next fresh batch (waiting at most `timeout`); False if it did not come."""
-        t0 = self._now()
+    def _take(self, timeout: float | None = None, t0: float | None = None) -> bool:
+        """Take the next fresh batch (waiting at most `timeout`); False if it did not come. `t0`:
+        the loop clock's time now, if the caller has just read it."""
+        rec = self._rec
+        if self._unread and len(rec.loss) >= rec._fold_at:
+            self._read_unread()  # a step's loss is read before the recorder folds it (`report` does it first)
+        if t0 is None:
+            t0 = self._now()
         item = self._feed.take(timeout)
         if item is None:
             return False
-        t1 = self._now()
+        t1 = self._read() - self._paused
         self._finish_batch()
-        if item is _END or isinstance(item, _Failure):
+        if type(item) is not tuple:  # _END or a _Failure
             self._done = True
             if isinstance(item, _Failure):
                 self.close()
                 raise item.exc
             raise StopIteration
         batch, load, censored, epoch = item
-        if self._batch_size is None and not self.load_time:
+        if self._batch_size is None and not rec.load_time:
             self._batch_size = _batch_len(batch)
-        self.load_time.append(load)
-        self._censored.append(censored)
-        self._epoch.append(epoch)
-        self.wait_time.append(t1 - t0)
-        recent = self.load_time[-_RECENT:]
-        self._overdue_after = 2.0 * max(recent) + 0.5 * self._step_typical
+        rec.load_time.append(load)  # rec.add_batch(load, censored, epoch, t1 - t0), inlined
+        rec.censored.append(censored)
+        if epoch != rec._epoch:
+            rec._epoch = epoch
+            rec.epochs.append((len(rec.load_time) - 1, epoch))
+        rec.wait_time.append(t1 - t0)
+        if len(rec.loss) >= rec._fold_at:
+            rec.fold()
+        recent = self._recent  # the largest of the last _RECENT load times, without a scan per batch
+        if len(recent) == _RECENT and recent[0] >= self._recent_max:
+            recent.append(load)
+            self._recent_max = max(recent)
+        else:
+            recent.append(load)
+            if load > self._recent_max:
+                self._recent_max = load
+        self._overdue_after = 2.0 * self._recent_max + 0.5 * self._step_typical
         self._current, self._k, self._have = batch, 0, True
         self._overdue_waited = False
-        self._cap_now = self._cap_for_new_batch()
-        self._cap.append(self._cap_now)
+        self._cap_now = self._cap_for_new_batch(t1)
+        rec.cap.append(self._cap_now)
         return True
 
-    def _cap_for_new_batch(self) -> int:
-        t = len(self.load_time) - 1
-        for signal in self._signals.values():
-            signal.append(math.nan)
-        self._small.append(0)
-        if (self.policy == "auto" and not self._warned_no_report and len(self.echo) >= 2
+    def _cap_for_new_batch(self, now: float) -> int:
+        t = len(self._load_time) - 1
+        if (not self._warned_no_report and self.policy == "auto" and len(self._echo) >= 2
                 and not any(math.isfinite(x) for x in self._loss)):
             self._warned_no_report = True
             warnings.warn("echoing(policy='auto'): no loss has been reported (call it.report(loss) after each "
                           "step); without a signal it cannot compare caps and stays at its starting cap "
                           f"{self._controller.incumbent}", RuntimeWarning, stacklevel=4)
-        return self._driver.begin(t, self._now())
+        return self._driver.begin(t, now)
 
     def _switch(self) -> bool:
         """Greedy's decision after a step: move to the next fresh batch now (True) or echo."""
-        if self._feed.ready():
+        if self._feed.items:  # ready
             return True
         if self._k >= self._cap_now:
             return True
@@ -490,22 +537,24 @@ class echoing:  # noqa: N801 - used like a function: `for batch in echoing(loade
     def __next__(self):
         if self._done:
             raise StopIteration
-        self._start()
-        now = self._now()
-        if self._t0 is None:
-            self._t0 = now
+        if self._t0 is None:  # the first request: the thread starts, the loop's clock too
+            self._start()
+            self._t0 = now = self._read() - self._paused
+        else:
+            now = self._read() - self._paused
         if self._yielded is not None:
             dt = now - self._yielded
             self._step_time.append(dt)
             self._step_typical = dt if self._step_typical == 0.0 else 0.9 * self._step_typical + 0.1 * dt
             self._yielded = None
-        if not self._have or self._k >= self._cap_now or (self.K is None and self._switch()):
+        if not self._have or self._k >= self._cap_now or (self.K is None and self._feed.items):
+            self._take(t0=now)  # (greedy's decision, `_switch`, when the next batch is ready)
+        elif self.K is None and self._switch():
             self._take()
         self._k += 1
-        self._step_batch.append(len(self.load_time) - 1)
         self._loss.append(math.nan)
-        self._yielded = self._now()
-        self._step_start.append(self._yielded - self._t0)
+        self._yielded = y = self._read() - self._paused
+        self._step_start.append(y - self._t0)
         return self._current
 
     @property
@@ -518,7 +567,7 @@ class echoing:  # noqa: N801 - used like a function: `for batch in echoing(loade
         """Should the loop report a held-out probe loss with this step (``report(loss, probe=...)``)?
         True on the first step of every ``window``-th fresh batch: where policy "auto" starts
         a run of one cap, so that the probe measures each run's progress."""
-        return self._have and self._k == 1 and (len(self.load_time) - 1) % self._window == 0
+        return self._have and self._k == 1 and (len(self._load_time) - 1) % self._window == 0
 
     def report(self, loss, *, lagged_loss=None, probe=None, grad_sq=None) -> None:
         """What the step just taken measured: its loss (a number, e.g. ``loss.item()``, or a 0-d
@@ -550,22 +599,27 @@ class echoing:  # noqa: N801 - used like a function: `for batch in echoing(loade
         as it is, detached, and read later: reading it forces the host to wait for the
         device, every step. It is read when its value is needed: at a fresh batch's first
         step under "auto" (whose decisions need that loss), when a ``lagged_loss`` comes
-        without its pair, when `records` or `summary` are taken, and, in bulk, every
-        1024 unread losses (one wait per 1024 steps; the tensors they hold meanwhile are
-        a few bytes of device memory each). The price: a diverging loss is noticed when
+        without its pair, when `records` or `summary` are taken, before the steps they
+        belong to are folded (``keep_steps``), and, in bulk, every 1024 unread losses (one
+        wait per 1024 steps; the tensors they hold meanwhile are a few bytes of device
+        memory each). The price: a diverging loss is noticed when
         it is read, not when it is reported.
         """
-        deferred = _deferred("report: loss", loss)
-        if not self._step_batch:
+        if type(loss) is float:
+            value, deferred = loss, None
+        else:
+            deferred = _deferred("report: loss", loss)
+            if deferred is not None and (self._k == 1 and self.policy == "auto"
+                                         or lagged_loss is not None and not isinstance(lagged_loss, tuple)):
+                deferred = None  # its value is needed now
+            value = math.nan if deferred is not None else _real("report: loss", loss)
+        losses = self._loss
+        if not losses:
             raise ValueError("report: no step has been taken yet (report the loss after each step)")
-        j = len(self._loss) - 1
-        if not math.isnan(self._loss[-1]) or j in self._unread:
+        j = self._rec.folded_steps + len(losses) - 1  # the step (folded ones counted)
+        if not math.isnan(losses[-1]) or j in self._unread:
             raise ValueError(f"report: the loss of step {j} was reported already (report once per step)")
-        if deferred is not None and (self._k == 1 and self.policy == "auto"
-                                     or lagged_loss is not None and not isinstance(lagged_loss, tuple)):
-            deferred = None  # its value is needed now
-        value = math.nan if deferred is not None else _real("report: loss", loss)
-        t = len(self.load_time) - 1
+        t = len(self._load_time) - 1
         extra = {}
         if lagged_loss is not None:
             if self._k != 1:
@@ -581,10 +635,12 @@ class echoing:  # noqa: N801 - used like a function: `for batch in echoing(loade
             small, sq_small, sq_full = _grad_sq(grad_sq, self._batch_size)
         if deferred is not None:
             self._unread[j] = deferred
+            bad = [k for k, v in extra.items() if diverging(v)] if extra else ()
         else:
-            self._loss[-1] = value
-        read = extra if deferred is not None else {"loss": value, **extra}
-        bad = [k for k, v in read.items() if diverging(v)]
+            losses[-1] = value
+            if self._k == 1 and not self._warned_no_report:
+                self._warned_no_report = math.isfinite(value)  # a loss came: no need to say none did
+            bad = [k for k, v in (("loss", value), *extra.items()) if diverging(v)] if extra or diverging(value) else ()
         if bad:
             what = bad[0].replace("lagged_before", "lagged_loss").replace("lagged_after", "lagged_loss")
             self._diverged(what, value if bad[0] == "loss" else extra[bad[0]], j, stacklevel=3)
@@ -593,6 +649,8 @@ class echoing:  # noqa: N801 - used like a function: `for batch in echoing(loade
         if grad_sq is not None:
             self._small[t] = small
             self._signals["grad_sq_small"][t], self._signals["grad_sq_full"][t] = sq_small, sq_full
+        if deferred is not None and (len(self._unread) >= _MAX_UNREAD or len(losses) >= self._rec._fold_at):
+            self._read_unread()  # in bulk; and before the recorder folds these steps (at the next fresh batch)
         if bad:
             return
         if self._k == 1 and deferred is None:
@@ -601,8 +659,6 @@ class echoing:  # noqa: N801 - used like a function: `for batch in echoing(loade
                 self._driver.lagged_loss(t, extra["lagged_before"] - extra["lagged_after"] + value)
         if "probe" in extra:
             self._driver.probe(t, extra["probe"])
-        if len(self._unread) >= _MAX_UNREAD:
-            self._read_unread()
 
     def _diverged(self, what: str, value: float, step: int, stacklevel: int) -> None:
         if not self._warned_nan:
@@ -615,11 +671,15 @@ class echoing:  # noqa: N801 - used like a function: `for batch in echoing(loade
             self._cap_now = 1
 
     def _read_unread(self) -> None:
-        """Read the losses reported as tensors and kept unread (`report`)."""
+        """Read the losses reported as tensors and kept unread (`report`) into the recorder's
+        losses (the steps it keeps: they are read before it folds any of them)."""
+        if not self._unread:
+            return
         unread, self._unread = self._unread, {}
+        losses, first = self._loss, self._rec.folded_steps
         for j in sorted(unread):
             value = _real("report: loss", unread[j])
-            self._loss[j] = value
+            losses[j - first] = value
             if diverging(value):
                 self._diverged("loss", value, j, stacklevel=4)
 
@@ -643,26 +703,9 @@ class echoing:  # noqa: N801 - used like a function: `for batch in echoing(loade
 
     def records(self):
         """Everything measured so far, as `echosim.loop.records.Records` (times in seconds)."""
-        from echosim.loop.records import Records
-
         self._read_unread()
-        K = list(self.echo) + ([self._k] if self._have else [])
-        T = len(K)
-        step_time = list(self._step_time) + [math.nan] * (len(self._step_batch) - len(self._step_time))
-        decisions = tuple(self._controller.decisions)
-        return Records(
-            policy=self.policy, echo=self.K, batch_size=self._batch_size,
-            load_time=np.asarray(self.load_time[:T], dtype=float),
-            load_censored=np.asarray(self._censored[:T], dtype=bool),
-            wait_time=np.asarray(self.wait_time[:T], dtype=float),
-            steps_per_batch=np.asarray(K, dtype=np.int64), cap=np.asarray(self._cap[:T], dtype=np.int64),
-            epoch=np.asarray(self._epoch[:T], dtype=np.int64),
-            step_batch=np.asarray(self._step_batch, dtype=np.int64),
-            step_start=np.asarray(self._step_start, dtype=float),
-            step_time=np.asarray(step_time, dtype=float), loss=np.asarray(self._loss, dtype=float),
-            small_batch=np.asarray(self._small[:T], dtype=np.int64),
-            **{k: np.asarray(v[:T], dtype=float) for k, v in self._signals.items()},
-            decisions=decisions, clock=self.clock)
+        return self._rec.records(self.policy, self.K, self._batch_size, self._k if self._have else None,
+                                 self._controller.decisions, clock=self.clock)
 
     def summary(self) -> dict:
         """Fresh batches, steps, mean echo, times in seconds (keys ending ``_s``), fresh batches
@@ -677,8 +720,8 @@ class echoing:  # noqa: N801 - used like a function: `for batch in echoing(loade
         state = "done" if self._done else ("running" if self._thread.ident is not None else "not started")
         total = "" if self.fresh_batches is None else f" of {self.fresh_batches}"
         return (f"echoing(policy={self.policy!r}{'' if self.K is None or self.K == 1 else f', K={self.K}'}, "
-                f"{state}, fresh_batches={len(self.load_time)}{total}, steps={len(self._step_batch)}, "
-                f"waited={_seconds(sum(self.wait_time))!r})")
+                f"{state}, fresh_batches={len(self._load_time)}{total}, "
+                f"steps={self._rec.folded_steps + len(self._loss)}, waited={_seconds(sum(self._wait_time))!r})")
 
     def _repr_html_(self) -> str:
         import html
@@ -698,7 +741,7 @@ class echoing:  # noqa: N801 - used like a function: `for batch in echoing(loade
     def trace(self, mode: str = "resample"):
         """The iterable's measured time per batch (seconds) as a `Trace`, to plan with; times
         recorded while the loader could run ahead of the loop are left out."""
-        if not self.load_time:
+        if not self._load_time:
             raise ValueError("trace: no batch has been produced yet")
         return self.records().trace(mode)
 
@@ -767,6 +810,25 @@ def _deferred(name: str, value):
         return None  # _real refuses it (a tensor without data has no value to read later either)
     detach = getattr(value, "detach", None)
     return detach() if callable(detach) else value
+
+
+def _synced(clock, sync):
+    """A reading of `clock` after a call of `sync` (``echoing(sync=...)``)."""
+    def read():
+        sync()
+        return clock()
+    return read
+
+
+def _check_clock(clock) -> None:
+    """One call of `clock`: it must return a finite real number (seconds)."""
+    try:
+        t = clock()
+    except Exception as exc:  # noqa: BLE001 - the user's clock, named in the message
+        raise ValueError(f"clock: calling it raised {type(exc).__name__}: {exc}"[:200]) from None
+    if isinstance(t, (bool, np.bool_)) or not isinstance(t, numbers.Real) or not math.isfinite(t):
+        raise ValueError(f"clock: expected a callable returning seconds (a finite real number), it returned "
+                         f"{type(t).__name__} {t!r:.40}")
 
 
 def _grad_sq(value, B):

@@ -54,11 +54,12 @@ def pilot(step: Callable, loader: Iterable, *, policies=PILOT_POLICIES, batches:
     policies : sequence of "sync", "greedy", "auto" or int K
         The policies to time (default: sync, K = 2, K = 4, greedy).
     batches : int
-        Fresh batches per policy in all (split into `rounds` segments).
+        Fresh batches per policy in all, exactly (split into `rounds` segments whose
+        sizes differ by at most one).
     rounds : int
         Segments per policy, interleaved: round r runs every policy once, in an order
-        rotated by r.
-    max_echo, batch_size, auto : passed to `echoing`.
+        rotated by r. Each segment has at least 2 fresh batches (``batches >= 2 * rounds``).
+    max_echo, batch_size, auto : passed to `echoing` (and checked, whichever policies are piloted).
     sync : callable, optional
         Passed to `echoing`: called before each reading of the loop's clock, e.g.
         ``torch.cuda.synchronize``, so that a GPU's step times are the device's (a pilot
@@ -67,6 +68,12 @@ def pilot(step: Callable, loader: Iterable, *, policies=PILOT_POLICIES, batches:
     Returns
     -------
     list of Records, one per segment, in the order run (pass them to ``plan(records=...)``).
+
+    Raises
+    ------
+    ValueError
+        A bad argument (before any step runs), or a loader that is empty or, re-iterated,
+        gives fewer batches than a segment needs (with the number needed).
     """
     from echosim.loop.echoing import echoing
 
@@ -75,27 +82,46 @@ def pilot(step: Callable, loader: Iterable, *, policies=PILOT_POLICIES, batches:
     if not isinstance(loader, Iterable) or isinstance(loader, Iterable) and iter(loader) is loader:
         raise ValueError("loader: expected a re-iterable loader (a DataLoader, a list): each pilot segment "
                          "iterates it afresh")
+    if policies is None or isinstance(policies, (bytes, dict, set, frozenset)) or not (
+            isinstance(policies, (str, numbers.Integral)) or isinstance(policies, Iterable)):
+        raise ValueError(f"policies: expected a policy or a sequence of policies ('sync', 'greedy', 'auto' or an "
+                         f"integer K >= 1), got {policies!r:.60}")
     pols = list(policies) if not isinstance(policies, (str, numbers.Integral)) else [policies]
     if not pols:
         raise ValueError("policies: expected at least one policy")
     for name, v, lo in (("batches", batches, 2), ("rounds", rounds, 1)):
         if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < lo:
             raise ValueError(f"{name}: expected an integer >= {lo}, got {v!r}")
-    per = max(2, math.ceil(batches / rounds))
-    if auto is not None:  # options are checked whether or not "auto" is piloted
-        echoing([], "auto", max_echo=max_echo, auto=auto).close()
+    if batches < 2 * rounds:
+        raise ValueError(f"rounds: {rounds} segments of at least 2 fresh batches each need batches >= {2 * rounds}, "
+                         f"got batches = {batches}")
+    try:
+        n_loader = len(loader)
+    except Exception:  # noqa: BLE001 - a loader without a length (an IterableDataset's loader)
+        n_loader = None
+    if n_loader == 0:
+        raise ValueError(f"loader: it is empty; the pilot needs {batches} fresh batches per policy")
+    # `batches` split into `rounds` segments whose sizes differ by at most one
+    sizes = [batches // rounds + (1 if r < batches % rounds else 0) for r in range(rounds)]
+    # every option is checked whether or not the policy it belongs to is piloted
+    echoing([], "auto", max_echo=max_echo, batch_size=batch_size, auto=auto, sync=sync).close()
     for p in pols:  # bad policies fail here, before any step runs
-        echoing([], p, max_echo=max_echo, auto=auto if p == "auto" else None).close()
+        echoing([], p, max_echo=max_echo, batch_size=batch_size, auto=auto if p == "auto" else None).close()
     out = []
     for r in range(rounds):
         order = pols[r % len(pols):] + pols[: r % len(pols)]
         for p in order:
-            it = echoing(_limited(loader, per), p, max_echo=max_echo, batch_size=batch_size,
+            it = echoing(_limited(loader, sizes[r]), p, max_echo=max_echo, batch_size=batch_size,
                          auto=auto if p == "auto" else None, sync=sync)
             with it:
                 for batch in it:
                     loss = step(batch)
                     if loss is not None:
                         it.report(loss)
-            out.append(it.records())
+            rec = it.records()
+            if rec.n_batches < sizes[r]:
+                what = "no batch" if rec.n_batches == 0 else f"only {rec.n_batches} fresh batches"
+                raise ValueError(f"loader: it gave {what} in a pass, and the pilot needs {sizes[r]} fresh batches "
+                                 f"in this segment ({batches} per policy in {rounds} segments)")
+            out.append(rec)
     return out

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import numbers
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,9 +36,10 @@ SIGNAL_FIELDS = ("lagged_before", "lagged_after", "probe", "grad_sq_small", "gra
 _BATCH_FIELDS = ("load_time", "load_censored", "wait_time", "steps_per_batch", "cap", "epoch", "small_batch",
                  *SIGNAL_FIELDS)
 _STEP_FIELDS = ("step_batch", "step_start", "step_time", "loss")
-_FORMAT = "echosim-records-2"
-_FORMATS = ("echosim-records-1", _FORMAT)  # version 1 had no signals
-_OPTIONAL = ("small_batch", *SIGNAL_FIELDS)
+_FOLDED_FIELDS = ("folded_start", "folded_busy", "folded_first_loss", "folded_last_loss")
+_FORMAT = "echosim-records-3"
+_FORMATS = ("echosim-records-1", "echosim-records-2", _FORMAT)  # 1 had no signals, 2 no folded batches
+_OPTIONAL = ("small_batch", *SIGNAL_FIELDS)  # absent from older formats
 FRAME_UNITS = {
     "load_time": ("load_time_s", "seconds"), "wait_time": ("wait_time_s", "seconds"),
     "steps_per_batch": ("steps_per_batch", "steps (K_t)"), "cap": ("cap_steps", "steps"),
@@ -77,7 +79,8 @@ class Records:
     epoch : int64[T]
         The pass over the iterable that batch t came from (0, 1, ...).
     step_batch : int64[N]
-        The fresh batch step j used.
+        The fresh batch step j used. The per-step arrays hold the steps of fresh batches
+        ``kept_from`` on (all of them unless a long run folded its older steps, see below).
     step_start : float64[N]
         When step j began (the batch was handed to the loop), on the loop's clock:
         seconds since the first request, with paused time (`echoing.paused`) taken out.
@@ -103,6 +106,14 @@ class Records:
         torch.cuda.synchronize()"`` when `echoing` synchronised the device before each
         reading (its ``sync=``); without one, an asynchronous device's step times are
         the times to launch its work. Empty for records written before it was kept.
+    kept_from : int
+        The first fresh batch whose steps are kept one by one (0: every step is). A long
+        run through `echoing` keeps its last ``keep_steps`` steps in full and folds the
+        steps of older fresh batches into the four per-batch totals below, so that its
+        records stay in bounded memory (`echosim.loop.echoing`, "Memory").
+    folded_start, folded_busy, folded_first_loss, folded_last_loss : float64[kept_from]
+        Per folded fresh batch: when its first step began, the sum of its step times, and
+        the losses of its first and last steps (NaN where none was reported).
     """
 
     policy: str
@@ -126,26 +137,48 @@ class Records:
     grad_sq_small: np.ndarray | None = field(default=None, repr=False)
     grad_sq_full: np.ndarray | None = field(default=None, repr=False)
     clock: str = field(default="", repr=False)
+    kept_from: int = 0
+    folded_start: np.ndarray | None = field(default=None, repr=False)
+    folded_busy: np.ndarray | None = field(default=None, repr=False)
+    folded_first_loss: np.ndarray | None = field(default=None, repr=False)
+    folded_last_loss: np.ndarray | None = field(default=None, repr=False)
 
     def __post_init__(self):
-        T = self.load_time.size
+        _check_meta(self.policy, self.echo, self.batch_size, self.decisions)
+        object.__setattr__(self, "decisions", tuple(self.decisions))
+        if not isinstance(self.clock, str):
+            raise ValueError(f"records: clock: expected the clock's name (a str), got {type(self.clock).__name__}")
+        T = _array("load_time", self.load_time, "f").size
         if self.small_batch is None:
             object.__setattr__(self, "small_batch", np.zeros(T, dtype=np.int64))
         for name in SIGNAL_FIELDS:
             if getattr(self, name) is None:
                 object.__setattr__(self, name, np.full(T, np.nan))
+        kf = self.kept_from
+        if isinstance(kf, bool) or not isinstance(kf, numbers.Integral) or not 0 <= kf <= T:
+            raise ValueError(f"records: kept_from: expected an integer from 0 to the number of fresh batches "
+                             f"({T}), got {kf!r:.40}")
+        object.__setattr__(self, "kept_from", int(kf))
+        for name in _FOLDED_FIELDS:
+            if getattr(self, name) is None:
+                object.__setattr__(self, name, np.full(kf, np.nan) if kf else np.empty(0))
+        for name in _BATCH_FIELDS + _STEP_FIELDS + _FOLDED_FIELDS:
+            object.__setattr__(self, name, _array(name, getattr(self, name), _KINDS[name]))
+        T = _common_size(self, _BATCH_FIELDS)
         for name in _BATCH_FIELDS:
             if getattr(self, name).shape != (T,):
-                raise ValueError(f"records: {name} must have one entry per fresh batch ({T}), "
-                                 f"got shape {getattr(self, name).shape}")
-        N = self.step_batch.size
+                raise ValueError(f"records: {name}: expected one entry per fresh batch ({T}), "
+                                 f"got {getattr(self, name).size}")
+        for name in _FOLDED_FIELDS:
+            if getattr(self, name).shape != (kf,):
+                raise ValueError(f"records: {name}: expected one entry per folded fresh batch (kept_from = {kf}), "
+                                 f"got {getattr(self, name).size}")
+        N = _common_size(self, _STEP_FIELDS)
         for name in _STEP_FIELDS:
             if getattr(self, name).shape != (N,):
-                raise ValueError(f"records: {name} must have one entry per step ({N}), "
-                                 f"got shape {getattr(self, name).shape}")
-        if int(self.steps_per_batch.sum()) != N:
-            raise ValueError(f"records: steps_per_batch sums to {int(self.steps_per_batch.sum())}, "
-                             f"but there are {N} steps")
+                raise ValueError(f"records: {name}: expected one entry per step ({N}), "
+                                 f"got {getattr(self, name).size}")
+        _check_ranges(self)
 
     # ---- sizes and derived per-batch views
 
@@ -155,12 +188,18 @@ class Records:
 
     @property
     def n_steps(self) -> int:
-        return int(self.step_batch.size)
+        """Steps in all (those folded included)."""
+        return int(self.steps_per_batch.sum())
 
     @property
     def first_step(self) -> np.ndarray:
-        """Index of each fresh batch's first step."""
-        return np.concatenate([[0], np.cumsum(self.steps_per_batch)[:-1]]).astype(np.int64)
+        """Index (in the per-step arrays) of the first step of each fresh batch whose steps are kept
+        (``kept_from`` on)."""
+        kept = self.steps_per_batch[self.kept_from:]
+        return np.concatenate([[0], np.cumsum(kept)[:-1]]).astype(np.int64) if kept.size else np.empty(0, np.int64)
+
+    def _kept_last_step(self) -> np.ndarray:
+        return np.cumsum(self.steps_per_batch[self.kept_from:]) - 1
 
     @property
     def first_loss(self) -> np.ndarray:
@@ -170,20 +209,28 @@ class Records:
         epoch on it estimates the training loss instead."""
         if self.n_steps == 0:
             return np.empty(0)
-        return self.loss[self.first_step]
+        return np.concatenate([self.folded_first_loss, self.loss[self.first_step]])
 
     @property
     def start(self) -> np.ndarray:
         """When each fresh batch's first step began, on the loop's clock."""
-        return self.step_start[self.first_step] if self.n_steps else np.empty(0)
+        if self.n_steps == 0:
+            return np.empty(0)
+        return np.concatenate([self.folded_start, self.step_start[self.first_step]])
 
     @property
     def end(self) -> np.ndarray:
-        """When each fresh batch's last step ended, on the loop's clock (NaN if still running)."""
+        """When each fresh batch's last step ended, on the loop's clock (NaN if still running). For a
+        folded batch: when the loop asked for the next one (its start less its wait), which
+        exceeds the end by the wrapper's own time between the two (microseconds)."""
         if self.n_steps == 0:
             return np.empty(0)
-        last = np.cumsum(self.steps_per_batch) - 1
-        return self.step_start[last] + self.step_time[last]
+        last = self._kept_last_step()
+        kf = self.kept_from
+        folded = self.start[1:kf + 1] - self.wait_time[1:kf + 1]
+        if kf == self.n_batches:  # the last batch folded (a head of folded batches): its steps' total
+            folded = np.append(folded, self.folded_start[-1] + self.folded_busy[-1])
+        return np.concatenate([folded, self.step_start[last] + self.step_time[last]])
 
     @property
     def paired_progress(self) -> np.ndarray:
@@ -200,8 +247,7 @@ class Records:
         on it (all but the last step; NaN for one step or where not reported)."""
         if self.n_steps == 0:
             return np.empty(0)
-        last = np.cumsum(self.steps_per_batch) - 1
-        out = self.first_loss - self.loss[last]
+        out = self.first_loss - np.concatenate([self.folded_last_loss, self.loss[self._kept_last_step()]])
         out[self.steps_per_batch < 2] = np.nan
         return out
 
@@ -222,10 +268,12 @@ class Records:
             raise ValueError(f"n: expected an integer >= 1 (fresh batches to keep), got {n!r}")
         n = min(int(n), self.n_batches)
         keep = self.step_batch < n
+        kf = min(self.kept_from, n)
         return Records(self.policy, self.echo, self.batch_size, clock=self.clock,
                        decisions=tuple(d for d in self.decisions if d.get("batch", -1) < n),
                        **{k: getattr(self, k)[:n].copy() for k in _BATCH_FIELDS},
-                       **{k: getattr(self, k)[keep].copy() for k in _STEP_FIELDS})
+                       **{k: getattr(self, k)[keep].copy() for k in _STEP_FIELDS},
+                       kept_from=kf, **{k: getattr(self, k)[:kf].copy() for k in _FOLDED_FIELDS})
 
     def steady(self) -> slice:
         """The fresh batches in steady state: all but the first (its wait is start-up)."""
@@ -239,7 +287,10 @@ class Records:
         but the first): step time over step time plus waits; NaN for an empty run."""
         n, N = self.n_batches, self.n_steps
         first = 1 if n > 1 else 0
-        busy = float(np.nansum(self.step_time[self.step_batch >= first]))
+        kf = self.kept_from
+        busy = float(np.nansum(self.step_time[self.step_batch >= first]) + np.sum(self.folded_busy[first:]))
+        timed = np.isfinite(self.step_time)
+        n_timed = int(timed.sum()) + int(self.steps_per_batch[:kf].sum())
         wait = float(np.sum(self.wait_time[first:]))
         span = busy + wait
         ends = self.end
@@ -251,8 +302,8 @@ class Records:
                 "wait_fraction": wait / span if span > 0 else math.nan,
                 "utilization": busy / span if span > 0 else math.nan,
                 "mean_load_time_s": float(np.mean(self.load_time)) if n else math.nan,
-                "mean_step_time_s": float(np.nanmean(self.step_time)) if np.isfinite(self.step_time).any()
-                else math.nan,
+                "mean_step_time_s": (float(np.sum(self.step_time[timed]) + np.sum(self.folded_busy)) / n_timed
+                                     if n_timed else math.nan),
                 "censored_fraction": float(np.mean(self.load_censored)) if n else math.nan,
                 "epochs": int(self.epoch[-1]) + 1 if n else 0}
 
@@ -285,7 +336,9 @@ class Records:
             cols = {"batch": np.arange(self.n_batches), **{k: getattr(self, k) for k in _BATCH_FIELDS},
                     "start": self.start, "end": self.end, "first_loss": self.first_loss}
         elif per == "step":
-            cols = {"step": np.arange(self.n_steps), **{k: getattr(self, k) for k in _STEP_FIELDS}}
+            first = int(self.steps_per_batch[:self.kept_from].sum())  # the steps folded before the kept ones
+            cols = {"step": np.arange(first, first + self.step_batch.size),
+                    **{k: getattr(self, k) for k in _STEP_FIELDS}}
         else:
             raise ValueError(f"per: expected 'batch' or 'step', got {per!r}")
         frame = pd.DataFrame({FRAME_UNITS.get(k, (k, ""))[0]: v for k, v in cols.items()})
@@ -298,18 +351,20 @@ class Records:
     def save(self, path) -> str:
         """Write the records to ``path`` (``.npz``); `load_records` reads them back. The file is
         written whole or not at all (a temp file beside it, then renamed over it): a save that
-        fails, or is killed, leaves the previous file as it was."""
+        fails, or is killed, leaves the previous file as it was; the temp files of earlier saves
+        to the same path whose writer was killed are removed."""
         from echosim._files import atomic_file
 
         path = Path(path)
         meta = {"format": _FORMAT, "policy": self.policy, "echo": self.echo, "batch_size": self.batch_size,
-                "decisions": list(self.decisions), "clock": self.clock}
-        arrays = {k: getattr(self, k) for k in _BATCH_FIELDS + _STEP_FIELDS}
+                "decisions": list(self.decisions), "kept_from": self.kept_from, "clock": self.clock}
+        arrays = {k: getattr(self, k) for k in _BATCH_FIELDS + _STEP_FIELDS + _FOLDED_FIELDS}
         try:
             with atomic_file(path) as fh:
                 np.savez(fh, meta=np.array(json.dumps(meta, allow_nan=True)), **arrays)
         except OSError as exc:
             raise ValueError(f"records: could not write {str(path)!r} ({exc.strerror or exc})") from None
+        _clean_stale_temp(path)
         return str(path)
 
     def __repr__(self) -> str:
@@ -359,6 +414,108 @@ def _fraction(x: float) -> str:
     return f"{x:.0%}" if isinstance(x, (int, float)) and math.isfinite(x) else "-"
 
 
+_POLICIES = ("sync", "fixed", "greedy", "auto")
+MAX_SECONDS = 1e9
+"""The longest time a record may hold (about 31 years): beyond it a time is a unit mistake."""
+# dtype kinds accepted per field: "f" real numbers (ints allowed), "i" integers, "b" booleans
+_KINDS = {**{k: "f" for k in ("load_time", "wait_time", "step_start", "step_time", "loss", *SIGNAL_FIELDS)},
+          **{k: "i" for k in ("steps_per_batch", "cap", "epoch", "step_batch", "small_batch")},
+          **{k: "f" for k in _FOLDED_FIELDS}, "load_censored": "b"}
+
+
+def _array(name: str, value, kind: str) -> np.ndarray:
+    """`value` as a 1-d array of the field's kind (float64, int64 or bool); ValueError naming the field."""
+    a = np.asarray(value) if not isinstance(value, np.ndarray) else value
+    ok = {"f": "fiu", "i": "iu", "b": "b"}[kind]
+    if a.dtype.kind not in ok:
+        what = {"f": "real numbers", "i": "integers", "b": "booleans"}[kind]
+        raise ValueError(f"records: {name}: expected {what}, got an array of {a.dtype}")
+    if a.ndim != 1:
+        raise ValueError(f"records: {name}: expected a 1-d array, got shape {a.shape}")
+    if kind == "f" and a.dtype != np.float64:
+        a = a.astype(np.float64)
+    elif kind == "i" and a.dtype != np.int64:
+        if a.dtype.kind == "u" and a.size and int(a.max()) > np.iinfo(np.int64).max:
+            raise ValueError(f"records: {name}: values beyond int64")
+        a = a.astype(np.int64)
+    return a
+
+
+def _common_size(r, names) -> int:
+    """The length most of the fields `names` share (so that the odd one out is the one named)."""
+    sizes = [getattr(r, k).size for k in names]
+    return max(sizes, key=lambda n: (sizes.count(n), -sizes.index(n)))
+
+
+def _check_meta(policy, echo, batch_size, decisions) -> None:
+    if not isinstance(policy, str) or policy not in _POLICIES:
+        raise ValueError(f"records: policy: expected one of {', '.join(_POLICIES)}, got {policy!r:.60}")
+    if policy in ("sync", "fixed"):
+        if isinstance(echo, bool) or not isinstance(echo, numbers.Integral) or echo < 1 \
+                or (policy == "sync" and echo != 1):
+            want = "1" if policy == "sync" else "an integer K >= 1"
+            raise ValueError(f"records: echo: expected {want} for policy {policy!r}, got {echo!r:.60}")
+    elif echo is not None:
+        raise ValueError(f"records: echo: expected None for policy {policy!r} (its echo varies), got {echo!r:.60}")
+    if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral)
+                                   or batch_size < 1):
+        raise ValueError(f"records: batch_size: expected an integer >= 1 or None, got {batch_size!r:.60}")
+    if not isinstance(decisions, (list, tuple)) or not all(isinstance(d, dict) for d in decisions):
+        raise ValueError(f"records: decisions: expected a list of dicts, got {type(decisions).__name__}")
+
+
+def _check_ranges(r: "Records") -> None:
+    """The values of each field: times finite and >= 0, counts in range, steps consistent."""
+    def bad(name, what, values):
+        i = int(np.flatnonzero(values)[0])
+        raise ValueError(f"records: {name}: {what}, got {getattr(r, name)[i].item()!r} at index {i}")
+
+    for name in ("load_time", "wait_time", "step_start", "folded_start", "folded_busy"):
+        a = getattr(r, name)
+        ok = (a >= 0) & (a <= MAX_SECONDS)  # False for NaN
+        if not ok.all():
+            bad(name, f"expected times in seconds from 0 to {MAX_SECONDS:g}", ~ok)
+    st = r.step_time
+    if ((st < 0) | (st > MAX_SECONDS)).any():
+        bad("step_time", f"expected times in seconds from 0 to {MAX_SECONDS:g} (NaN for a step still running)",
+            (st < 0) | (st > MAX_SECONDS))
+    for name in ("grad_sq_small", "grad_sq_full"):
+        a = getattr(r, name)
+        if (np.isinf(a) | (a < 0)).any():
+            bad(name, "expected squared norms >= 0 (NaN where none was reported)", np.isinf(a) | (a < 0))
+    for name, lo in (("steps_per_batch", 0), ("cap", 1), ("epoch", 0), ("small_batch", 0)):
+        a = getattr(r, name)
+        if (a < lo).any():
+            bad(name, f"expected integers >= {lo}", a < lo)
+    if r.n_batches > 1 and (np.diff(r.epoch) < 0).any():
+        bad("epoch", "expected epochs in order (never decreasing)", np.append(False, np.diff(r.epoch) < 0))
+    if r.batch_size is not None and (r.small_batch >= r.batch_size).any():
+        bad("small_batch", f"expected b < the batch size {r.batch_size}", r.small_batch >= r.batch_size)
+    kf = r.kept_from
+    N = r.step_batch.size
+    total = int(r.steps_per_batch[kf:].sum())
+    if total != N:
+        raise ValueError(f"records: steps_per_batch sums to {total} over the fresh batches from kept_from = {kf}, "
+                         f"but there are {N} steps")
+    if N and not np.array_equal(r.step_batch, np.repeat(np.arange(kf, r.n_batches, dtype=np.int64),
+                                                         r.steps_per_batch[kf:])):
+        raise ValueError("records: step_batch: expected each step's fresh batch, in order, as steps_per_batch "
+                         "counts them")
+
+
+def _clean_stale_temp(path: Path) -> None:
+    """Remove the temp files of earlier saves to `path` whose writer is gone (killed mid-write)."""
+    from echosim._files import temp_pid, writer_gone
+
+    try:
+        for p in path.parent.glob(f".{path.name}.*.tmp"):
+            pid = temp_pid(p.name)
+            if pid is not None and pid != os.getpid() and writer_gone(p, pid):
+                p.unlink(missing_ok=True)
+    except OSError:  # a directory we cannot list or a file we cannot remove: leave them
+        pass
+
+
 def _pandas():
     try:
         import pandas as pd
@@ -368,21 +525,62 @@ def _pandas():
 
 
 def load_records(path) -> Records:
-    """Read records written by `Records.save`; ValueError naming the file if it is not one."""
-    path = Path(path)
+    """Read records written by `Records.save`. Every field is checked (its type, range and
+    length, the policy's name); anything else raises one ValueError naming the file and the
+    field."""
+    where = repr(str(path))
     try:
-        with np.load(path, allow_pickle=False) as z:
-            meta = json.loads(str(z["meta"]))
-            arrays = {k: z[k] for k in _BATCH_FIELDS + _STEP_FIELDS if k in z.files or k not in _OPTIONAL}
-    except FileNotFoundError:
-        raise ValueError(f"records: file {str(path)!r} does not exist") from None
-    except (OSError, KeyError, ValueError, json.JSONDecodeError) as exc:
-        raise ValueError(f"records: {str(path)!r} is not an echosim records file ({type(exc).__name__})") from None
+        path = Path(path)
+    except TypeError:
+        raise ValueError(f"records: expected a file name, got {type(path).__name__}") from None
+    if not path.exists():
+        raise ValueError(f"records: file {where} does not exist")
+    if path.is_dir():
+        raise ValueError(f"records: {where} is a directory, not a records file")
+    try:
+        z = np.load(path, allow_pickle=False)
+        if not hasattr(z, "files"):
+            raise ValueError(f"records: {where} is a single NumPy array (.npy), not an echosim records "
+                             "file (.npz from Records.save)")
+        with z:
+            files = set(z.files)
+            if "meta" not in files:
+                raise ValueError(f"records: {where} is not an echosim records file (no meta field)")
+            missing = [k for k in _BATCH_FIELDS + _STEP_FIELDS if k not in files and k not in _OPTIONAL]
+            if missing:
+                raise ValueError(f"records: {where}: field {missing[0]} is missing")
+            meta_array = z["meta"]
+            arrays = {k: z[k] for k in _BATCH_FIELDS + _STEP_FIELDS + _FOLDED_FIELDS if k in files}
+    except ValueError as exc:
+        if str(exc).startswith("records: "):
+            raise
+        raise ValueError(f"records: {where} is not an echosim records file ({_why(exc)})") from None
+    except MemoryError:
+        raise ValueError(f"records: {where}: too large to read into memory") from None
+    except Exception as exc:  # noqa: BLE001 - a damaged zip or array: BadZipFile, EOFError, zlib.error, ...
+        raise ValueError(f"records: {where} is not an echosim records file ({_why(exc)})") from None
+    if meta_array.shape != () or meta_array.dtype.kind != "U":
+        raise ValueError(f"records: {where}: meta: expected JSON text, got an array of {meta_array.dtype} "
+                         f"and shape {meta_array.shape}")
+    try:
+        meta = json.loads(str(meta_array))
+    except (ValueError, RecursionError) as exc:
+        raise ValueError(f"records: {where}: meta: not valid JSON ({_why(exc)})") from None
     if not isinstance(meta, dict) or meta.get("format") not in _FORMATS:
-        raise ValueError(f"records: {str(path)!r} is not an echosim records file (format "
-                         f"{meta.get('format') if isinstance(meta, dict) else None!r})")
-    bs = meta.get("batch_size")
-    if bs is not None and (isinstance(bs, bool) or not isinstance(bs, numbers.Integral)):
-        raise ValueError(f"records: {str(path)!r} has a bad batch_size {bs!r}")
-    return Records(meta["policy"], meta.get("echo"), bs, decisions=tuple(meta.get("decisions", ())),
-                   clock=str(meta.get("clock", "")), **arrays)
+        raise ValueError(f"records: {where} is not an echosim records file (format "
+                         f"{meta.get('format') if isinstance(meta, dict) else None!r:.60})")
+    for key in ("policy", "echo", "batch_size"):
+        if key not in meta:
+            raise ValueError(f"records: {where}: meta: field {key} is missing")
+    try:
+        return Records(meta["policy"], meta["echo"], meta["batch_size"], kept_from=meta.get("kept_from", 0),
+                       clock=str(meta.get("clock", "")),
+                       decisions=tuple(meta.get("decisions", ())) if isinstance(meta.get("decisions", ()), list)
+                       else meta.get("decisions"), **arrays)
+    except ValueError as exc:
+        raise ValueError(f"records: {where}: {str(exc).removeprefix('records: ')}") from None
+
+
+def _why(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())[:120]
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

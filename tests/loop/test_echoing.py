@@ -347,7 +347,10 @@ def test_an_abandoned_iterator_stops_its_thread(kind):
                                        ({"policy": "auto", "auto": {"window": 1}}, "^auto.window"),
                                        ({"policy": "auto", "auto": {"alpha": 0.9}}, "^auto.alpha"),
                                        ({"policy": "auto", "auto": {"start": 128}}, "^auto.start"),
-                                       ({"policy": "auto", "auto": {"size": 3}}, "^auto: unknown option .size.")])
+                                       ({"policy": "auto", "auto": {"size": 3}}, "^auto: unknown option .size."),
+                                       ({"clock": lambda: "1.0"}, "^clock: .* returned str"),
+                                       ({"clock": lambda: float("nan")}, "^clock: .* returned float nan"),
+                                       ({"clock": lambda: 1 / 0}, "^clock: calling it raised ZeroDivisionError")])
 def test_bad_input(kw, match):
     with pytest.raises(ValueError, match=match):
         echoing([1], **kw)

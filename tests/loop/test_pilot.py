@@ -66,6 +66,13 @@ def test_plan_takes_a_pilot_s_records():
     ({"policies": ()}, "^policies"),
     ({"batches": 1}, "^batches"),
     ({"rounds": 0}, "^rounds"),
+    ({"rounds": 50, "batches": 10}, "^rounds: 50 segments .* need batches >= 100"),
+    ({"policies": None}, "^policies"),
+    ({"policies": {"sync": 1}}, "^policies"),
+    ({"loader": []}, "^loader: it is empty; the pilot needs 40"),
+    ({"policies": ("sync",), "max_echo": 0}, "^max_echo"),
+    ({"policies": ("sync",), "batch_size": -64}, "^batch_size"),
+    ({"policies": ("sync",), "auto": {"window": 0}}, "^auto|window"),
 ])
 def test_bad_input_before_any_step(kw, match):
     calls = []
@@ -73,3 +80,26 @@ def test_bad_input_before_any_step(kw, match):
     with pytest.raises(ValueError, match=match):
         pilot(args.pop("step"), args.pop("loader"), **args)
     assert calls == []
+
+
+@pytest.mark.parametrize("batches, rounds, sizes", [(10, 2, [5, 5]), (5, 2, [3, 2]), (7, 3, [3, 2, 2]), (4, 2, [2, 2])])
+def test_exactly_the_batches_and_rounds_asked(batches, rounds, sizes):
+    recs = pilot(lambda b: 1.0, Loader(n=3), policies=("sync", 2), batches=batches, rounds=rounds)
+    assert len(recs) == 2 * rounds
+    assert [r.n_batches for r in recs] == [s for s in sizes for _ in range(2)]
+    for p in ("sync", "fixed"):
+        assert sum(r.n_batches for r in recs if r.policy == p) == batches
+
+
+class Shrinking(Loader):
+    """A re-iterable whose passes after the first are empty."""
+
+    def __iter__(self):
+        self.passes += 1
+        if self.passes == 1:
+            yield from super().__iter__()
+
+
+def test_a_loader_too_short_for_a_segment_is_refused_with_the_number_needed():
+    with pytest.raises(ValueError, match="^loader: it gave only 3 fresh batches .* needs 5 fresh batches"):
+        pilot(lambda b: 1.0, Shrinking(n=3), policies=("sync",), batches=10, rounds=2)

@@ -38,7 +38,7 @@ def test_the_steady_state_leaves_out_start_up_and_epoch_boundaries():
 
 
 def test_a_wait_below_the_threshold_is_the_hand_over_not_the_loader():
-    m = input_bound(made(waits=(0.1, 20e-6, 30e-6, 0.002), epoch=(0, 0, 0, 0), K=2))
+    m = input_bound(made("fixed", waits=(0.1, 20e-6, 30e-6, 0.002), epoch=(0, 0, 0, 0), K=2))
     assert m["waited"] == 1 and m["steps"] == 6 and m["epoch_stalls"] == 0
 
 
