@@ -61,7 +61,7 @@ __all__ = ["AutoEcho", "AUTO_OPTIONS", "AUTO_DEFAULTS", "check_auto_option"]
 
 AUTO_OPTIONS = {"window": (2, 10_000), "alpha": (1e-6, 0.5), "min_effect": (0.0, 1.0), "start": (1, 1 << 20)}
 """The options of policy "auto" and their allowed ranges (inclusive)."""
-AUTO_DEFAULTS = {"window": 4, "alpha": 0.1, "min_effect": 0.05, "start": 1}
+AUTO_DEFAULTS = {"window": 8, "alpha": 0.1, "min_effect": 0.05, "start": 1}
 """Their defaults."""
 _FIRST_GAP, _MAX_IDLE = 2, 8  # runs at the incumbent between tests: at least 2; up to 8x the last test's
 _BURST = 6                    # cycles a test may take; then it is unresolved (a later test starts afresh)
@@ -148,20 +148,16 @@ class _Sums:
 
 
 class _Test:
-    """The comparison of two neighbouring caps lo < hi. If the four rates of its first cycle are all
-    positive it compares log rates (relative: a rate changing by a constant factor per unit time
-    cancels), else the rates themselves (absolute: a linear drift cancels); it keeps that mode,
-    skipping cycles that do not fit it."""
+    """The comparison of two neighbouring caps lo < hi; its cycles' d = rate(lo) - rate(hi)."""
 
-    __slots__ = ("k", "alpha", "lo", "hi", "cycle", "planned", "acc", "kind", "mode", "skipped", "outcome", "burst",
-                 "runs")
+    __slots__ = ("k", "alpha", "lo", "hi", "cycle", "planned", "acc", "kind", "skipped", "outcome", "burst", "runs")
 
     def __init__(self, k: int, alpha: float, lo: int, hi: int):
         self.k, self.alpha, self.lo, self.hi = k, alpha, lo, hi
         self.cycle: list = []    # the runs of the cycle being planned (A B B A)
         self.planned: list = []  # cycles planned and not yet evaluated
-        self.acc = {"relative": _Sums(), "absolute": _Sums()}
-        self.kind = self.mode = None
+        self.acc = _Sums()
+        self.kind = None
         self.skipped = 0
         self.outcome = None
         self.burst = 0           # cycles evaluated (or skipped for want of a signal)
@@ -374,7 +370,7 @@ class AutoEcho:
         high = [r for r in runs if r.cap == test.hi]
         if sum(r.k_sum for r in high) <= test.lo * sum(r.n for r in high):
             self._outcome(test, "equal", why=f"{test.hi} took no more steps than {test.lo} allows: the loader leaves "
-                          "no room for more", cycles=sum(len(a.d) for a in test.acc.values()) + 1)
+                          "no room for more", cycles=len(test.acc.d) + 1)
             return
         kinds = self._kinds(runs)
         kind = (kinds[0] if kinds else None) if test.kind is None else (test.kind if test.kind in kinds else None)
@@ -385,7 +381,7 @@ class AutoEcho:
                 self._outcome(test, "unresolved", why="no signal to compare the caps by (report the loss)")
             return
         test.kind = kind
-        # A B B A; d = rate(lo) - rate(hi), of the log rates where all four are positive
+        # A B B A; d = rate(lo) - rate(hi)
         sign = (1.0, -1.0, -1.0, 1.0) if runs[0].cap == test.lo else (-1.0, 1.0, 1.0, -1.0)
         if kind == "probe":
             rates = [(r.probe0 - r.probe_end) / r.duration for r in runs]
@@ -400,41 +396,36 @@ class AutoEcho:
         else:
             rates = [(r.y0 - r.y_end) / r.duration for r in runs]
             var = [2.0 * self._s2 / (r.duration * r.duration) for r in runs]
-        if all(x > 0 for x in rates) and test.mode != "absolute":
-            mode, xs = "relative", [math.log(x) for x in rates]
-            v = 0.25 * sum(w / (x * x) for w, x in zip(var, rates))  # the delta method
-        else:
-            mode, xs = "absolute", rates
-            v = 0.25 * sum(var)
+        xs = rates
+        v = 0.25 * sum(var)
         d = 0.5 * sum(g * x for g, x in zip(sign, xs))
         # the cubic contrast of the four runs: free of the caps' difference and of a drift up to
         # quadratic in time, with d's variance when the runs' noises are alike: a pure-noise reading
         # of d's variance that holds under autocorrelated or changing noise
         c = (-xs[0] + 3.0 * xs[1] - 3.0 * xs[2] + xs[3]) / math.sqrt(20.0)
-        if not (math.isfinite(d) and math.isfinite(v) and math.isfinite(c)) or test.mode not in (None, mode):
-            test.skipped += 1  # a test keeps the mode of its first cycle: one confidence sequence
+        if not (math.isfinite(d) and math.isfinite(v) and math.isfinite(c)):
+            test.skipped += 1
             test.burst += 1
             if test.burst >= _BURST:
                 self._outcome(test, "unresolved", why=f"no decision yet after {test.burst} cycles")
             return
-        test.mode = mode
-        acc = test.acc[mode]
+        acc = test.acc
         acc.d.append(d)
         acc.v.append(v)
         acc.c2.append(c * c)
         acc.rates.append(sum(rates) / 4.0)
         test.burst += 1
-        self._judge(test, mode)
+        self._judge(test)
 
-    def _judge(self, test: _Test, mode: str) -> None:
-        acc = test.acc[mode]
+    def _judge(self, test: _Test) -> None:
+        acc = test.acc
         n = len(acc.d)
         S = math.fsum(acc.d)
         V = max(math.fsum(acc.v), math.fsum(acc.c2))
         if n >= 2:
             mean = S / n
             V = max(V, n / (n - 1) * math.fsum((x - mean) * (x - mean) for x in acc.d))
-        cycles = sum(len(a.d) for a in test.acc.values())
+        cycles = n
         if n < _MIN_CYCLES[test.kind] or not (V > 0 and math.isfinite(V)):
             if test.burst >= _BURST:
                 self._outcome(test, "unresolved", why="too few cycles to compare", cycles=cycles)
@@ -444,10 +435,8 @@ class AutoEcho:
             acc.rho = rho_for(4.0 * V / n, alpha)
         u = mixture_boundary(V, acc.rho, alpha)
         rate = abs(math.fsum(acc.rates) / n)
-        est = {"cycles": cycles, "kind": test.kind, "mode": mode, "difference": S / n, "half_width": u / n,
-               "rate": rate}
-        # equal: within min_effect of each other, as a ratio (relative) or of the mean rate (absolute)
-        tol = math.log1p(self.min_effect) if mode == "relative" else self.min_effect * rate
+        est = {"cycles": cycles, "kind": test.kind, "difference": S / n, "half_width": u / n, "rate": rate}
+        tol = self.min_effect * rate  # equal: within min_effect of the mean rate
         if S - u > 0:
             self._outcome(test, "lower", why=f"{test.lo} is faster than {test.hi}", **est)
         elif S + u < 0:
