@@ -91,3 +91,12 @@ def test_datasets_is_a_real_supported_module_without_a_warning():
             "print(d.__file__.endswith('datasets.py'), d.__name__, echosim.datasets is d, d.load_arrays.__module__)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["True", "echosim.datasets", "True", "echosim.data.datasets"]
+
+
+def test_echosim_plots_keeps_its_0_1_names():
+    """echosim.plots is a package in 0.1 and now: the names 0.1 exported from it still resolve."""
+    import echosim.plots as plots
+
+    for name in ("X_AXES", "X_LABELS", "Y_COLUMNS", "draw_echo_panel", "median_band", "overlay", "bound_curve",
+                 "plot_results", "risk_vs_time_data", "convergence_vs_echo_data"):
+        assert hasattr(plots, name), name
