@@ -530,7 +530,10 @@ def plan(loader=None, step_time=None, *, batch_size, problem=None, steps_to_targ
     if steps_to_target is not None:
         from echosim.planner.response import fit_response
 
-        response = fit_response(steps_to_target, seed=seed)
+        from echosim.planner.echo_signals import echo_gains, measured_noise_scale
+
+        response = fit_response(steps_to_target, seed=seed, noise_scale=measured_noise_scale(records),
+                                echo_gains=echo_gains(records) or None)
     else:
         from echosim.planner.simulated import problem_config, validate_problem
 
@@ -614,6 +617,9 @@ def plan(loader=None, step_time=None, *, batch_size, problem=None, steps_to_targ
         if mine:
             best[B], reasons[B] = _recommend(cands, mine, priced)
     rec, reason = _recommend(cands, reachable, priced)
+    if response is not None and response.echo_source.startswith("prior only"):
+        reasons = {B: _unmeasured(c, r, cands) for (B, c), r in zip(best.items(), reasons.values())}
+        reason = _unmeasured(rec, reason, cands)
     inputs = {"timing": timing.describe, "batch_size": Bs, "workers": Ws,
               "prefetch": prefetch, "policies": policies, "max_echo": max_echo, "seeds": seeds,
               "seed": int(seed), "problem": pconf,
@@ -696,6 +702,22 @@ def _quantile(x, q: float) -> float:
     big = np.finfo(float).max / 4
     v = float(np.quantile(np.where(np.isinf(x), big, x), q))
     return math.inf if v >= big / 2 else v
+
+
+def _unmeasured(rec, reason: str, cands) -> str:
+    """With no echoed measurement, 'do not echo' is the prior's guess, not a finding: say what
+    would settle it (a pilot at the most promising K, or paired progress in the loop)."""
+    if rec["policy"] != "sync" or rec["R"] <= 1.0:
+        return reason
+    B, W = rec["batch_size"], rec["workers"]
+    echo = [c for c in cands if c["policy"] == "fixed" and c["batch_size"] == B and c["workers"] == W
+            and math.isfinite(c["wall_clock_to_target"])]
+    K = _num(min(echo, key=lambda c: c["wall_clock_low"])["echo"]) if echo else "4"
+    why = reason.split(": ", 1)[1] if reason.startswith("do not echo: ") else reason
+    return (f"no echoing measured, so no verdict on echoing: without an echoed measurement the model's prior "
+            f"predicts no gain ({why}); to decide, measure echoing at B = {B}, K = {K}: steps to target there, "
+            "or a pilot (echosim.pilot) whose records carry paired next-batch progress (report(lagged_loss=...)) "
+            "under K and under sync")
 
 
 def _recommend(cands, reachable, priced: bool):

@@ -278,7 +278,7 @@ def measurements(steps_to_target) -> list[tuple[int, int, float]]:
 
 
 def fit_response(steps_to_target, *, n_draws: int = N_DRAWS, rel_error: float = 0.1, seed: int = 0,
-                 noise_scale: float | None = None) -> Response:
+                 noise_scale: float | None = None, echo_gains: Mapping | None = None) -> Response:
     """Fit T(K, B) from steps to target: at K = 1 at two or more batch sizes (keys B), and
     optionally with echoing (keys (B, K), steps = K x fresh batches).
 
@@ -293,12 +293,17 @@ def fit_response(steps_to_target, *, n_draws: int = N_DRAWS, rel_error: float = 
         The gradient-noise scale B_noise measured in the loop (`Records.noise_scale`,
         `echosim.planner.echo_signals.measured_noise_scale`): the centre of the echo
         model's B_e instead of the K = 1 fit's E/S.
+    echo_gains : mapping (B, K) -> (K_eff, log standard error[, n]), optional
+        K_eff measured in the loop from paired next-batch progress under K against K = 1
+        (`echosim.planner.echo_signals.echo_gains`): each one weighs the draws of the echo
+        model like an echoed measurement, on K_eff itself (no T(1, B) involved).
     """
     if not (isinstance(rel_error, numbers.Real) and 0 <= rel_error < 1):
         raise ValueError(f"rel_error must be a number in [0, 1), got {rel_error!r}")
     if noise_scale is not None and (isinstance(noise_scale, bool) or not isinstance(noise_scale, numbers.Real)
                                     or not (math.isfinite(noise_scale) and noise_scale > 0)):
         raise ValueError(f"noise_scale: expected a measured gradient-noise scale > 0 (examples), got {noise_scale!r}")
+    gains = _gains(echo_gains)
     data = measurements(steps_to_target)
     base = [(B, T) for B, K, T in data if K == 1]
     echoed = [(B, K, T) for B, K, T in data if K > 1]
@@ -320,8 +325,8 @@ def fit_response(steps_to_target, *, n_draws: int = N_DRAWS, rel_error: float = 
         b_noise = np.where(np.isfinite(b_noise) & (b_noise > 0), b_noise, max(sizes))
     else:
         b_noise = float(noise_scale) * np.exp(PRIOR["measured_sd"] * rng.normal(size=n_draws))
-    n_prior = n_draws * 40 if echoed else n_draws  # enough draws near a measurement to resample from
-    idx = rng.integers(0, n_draws, n_prior) if echoed else np.arange(n_draws)
+    n_prior = n_draws * 40 if (echoed or gains) else n_draws  # enough draws near a measurement to resample from
+    idx = rng.integers(0, n_draws, n_prior) if (echoed or gains) else np.arange(n_draws)
     pS, pE = dS[idx], dE[idx]
     tail = rng.random(n_prior) < PRIOR["tail"]
     log_sd = np.where(tail, PRIOR["tail_log_be_sd"], PRIOR["log_be_sd"])
@@ -336,13 +341,23 @@ def fit_response(steps_to_target, *, n_draws: int = N_DRAWS, rel_error: float = 
         delta[:, int(np.flatnonzero(knots == B)[0])] = (MODEL_ERROR["T1"] + MODEL_ERROR["per_lnB"] * dist) * \
             rng.normal(size=n_prior)
     prior = Response({}, {"S": pS, "E": pE, "B_e": pBe, "gamma": pg, "delta": delta}, knots, how, "", ())
-    if echoed:
+    if echoed or gains:
         logw = np.zeros(n_prior)
         for B, K, T in echoed:
             logw -= (np.log(T) - np.log(prior._T_draws(K, B))) ** 2 / (2 * OBSERVATION_ERROR ** 2)
-        pick = _shrunk_posterior(prior, echoed, logw, n_draws, rng, S, E)
-        pts = ", ".join(f"(B={B}, K={K})" for B, K, _ in echoed)
-        source = f"posterior from the echoed measurement{'s' if len(echoed) > 1 else ''} at {pts}"
+        for (B, K), (g, se) in gains.items():
+            model = k_eff(K, kappa(B, pBe, pg))
+            logw -= (math.log(g) - np.log(model)) ** 2 / (2 * max(se, OBSERVATION_ERROR) ** 2)
+        pick = _shrunk_posterior(prior, echoed, logw, n_draws, rng, S, E) if echoed else \
+            rng.choice(n_prior, size=n_draws, p=np.exp(logw - logw.max()) / np.exp(logw - logw.max()).sum())
+        parts = []
+        if echoed:
+            pts = ", ".join(f"(B={B}, K={K})" for B, K, _ in echoed)
+            parts.append(f"the echoed measurement{'s' if len(echoed) > 1 else ''} at {pts}")
+        if gains:
+            pts = ", ".join(f"(B={B}, K={K}): K_eff {g:.2g}" for (B, K), (g, _) in gains.items())
+            parts.append(f"paired progress in the loop at {pts}")
+        source = "posterior from " + " and ".join(parts)
     else:
         pick = np.arange(n_draws)
         centre = (f"B_noise = {noise_scale:.3g} measured in the loop" if noise_scale is not None
@@ -353,6 +368,28 @@ def fit_response(steps_to_target, *, n_draws: int = N_DRAWS, rel_error: float = 
              "noise": rng.normal(size=n_draws), "noise_echo": rng.normal(size=n_draws)}
     params = {"S": S, "E": E, "B_e": float(np.median(draws["B_e"])), "gamma": float(np.median(draws["gamma"]))}
     return Response(params, draws, knots, how, source, tuple(data))
+
+
+def _gains(echo_gains) -> dict:
+    """{(B, K): (K_eff, se)} checked: K_eff in [1/K, K], se > 0; ValueError naming echo_gains."""
+    if echo_gains is None:
+        return {}
+    if not isinstance(echo_gains, Mapping):
+        raise ValueError(f"echo_gains: expected a mapping (B, K) -> (K_eff, log standard error), got "
+                         f"{type(echo_gains).__name__}")
+    out = {}
+    for key, v in echo_gains.items():
+        B, K = _key(key if isinstance(key, tuple) else (key, 1))
+        if K < 2:
+            raise ValueError(f"echo_gains: a gain is measured at an echo factor K >= 2, got {key!r}")
+        try:
+            g, se = float(v[0]), float(v[1])
+        except (TypeError, ValueError, IndexError):
+            raise ValueError(f"echo_gains: at {key!r} expected (K_eff, log standard error), got {v!r}") from None
+        if not (math.isfinite(g) and 1.0 / K <= g <= K) or not se > 0:
+            raise ValueError(f"echo_gains: at {key!r} K_eff must be in [1/K, K] and its standard error > 0, got {v!r}")
+        out[(B, K)] = (g, se)
+    return out
 
 
 def _misfit(prior: Response, rows: np.ndarray, echoed, S: float, E: float) -> float:
