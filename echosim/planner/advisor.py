@@ -138,6 +138,8 @@ class Plan:
                 v = v.item()
             if isinstance(v, float) and not math.isfinite(v):
                 return None
+            if isinstance(v, (list, tuple)):
+                return [clean(x) for x in v]
             return v
 
         def short(c):
@@ -688,6 +690,7 @@ def _evaluate_model(cands, response, ctx) -> None:
                 utils.append(b / w)
             med.append((walls[-1], steps[-1]))
         walls = np.array(walls)
+        c["wall_clock_seeds"] = [m[0] for m in med]
         c.update(echo=kbar if c["policy"] == "greedy" else c["echo"], mean_echo=kbar,
                  batches_to_target=float(math.ceil(T_med)) if math.isfinite(T_med) else math.inf,
                  steps_to_target=float(np.median([m[1] for m in med])),
@@ -721,18 +724,27 @@ def _unmeasured(rec, reason: str, cands) -> str:
 
 
 def _recommend(cands, reachable, priced: bool):
-    """The best of `reachable` and why: fastest (cheapest with prices); within 3% of it, the one
-    that spends the fewest accelerator steps."""
+    """The best of `reachable` and why, by the rule the sweep's answer uses
+    (`echosim.experiments.choice`): robust over the seeds, the fastest (cheapest with prices)
+    within the noise, then the fewest accelerator steps."""
+    from echosim.experiments.choice import TOLERANCE, choose
+
     key = (lambda c: c["cost"]) if priced else (lambda c: c["wall_clock_to_target"])
-    best = min(key(c) for c in reachable)
-    near = [c for c in reachable if key(c) <= 1.03 * best]
-    rec = min(near, key=lambda c: (c["steps_to_target"], key(c)))
+
+    def per_seed(c):  # the time (or cost) of each loader/data seed, scaled as the median
+        seeds = np.asarray(c.get("wall_clock_seeds") or [c["wall_clock_to_target"]], dtype=float)
+        return seeds * (key(c) / c["wall_clock_to_target"]) if priced and c["wall_clock_to_target"] > 0 else seeds
+
+    choice = choose([per_seed(c) for c in reachable], [c["steps_to_target"] for c in reachable])
+    rec, fastest = reachable[choice.index], reachable[choice.fastest_median]
     B, W, R = rec["batch_size"], rec["workers"], rec["R"]
-    fastest = min(reachable, key=key)
     what = "cheapest" if priced else "fastest"
-    if fastest is not rec and key(fastest) < key(rec):
-        what = (f"within 3% of the {what} ({Plan._name(fastest)}, "
-                f"{format_duration(key(fastest)) if not priced else f'{key(fastest):.3g}'}) with fewer steps")
+    shown = format_duration(key(fastest)) if not priced else f"{key(fastest):.3g}"
+    if fastest is not rec and choice.why == "fewer steps":
+        what = f"within the noise ({TOLERANCE:.0%} or the seeds' spread) of the {what} ({Plan._name(fastest)}, {shown}) with fewer steps"
+    elif fastest is not rec:
+        what = (f"{what} over the seeds ({Plan._name(fastest)} is {what} in the median, {shown}, but slower "
+                "on a quarter of the seeds)")
     wall, band = _band(rec).split(" (")
     band = band.rstrip(")") + " " + wall.split(" ")[1]
     base = next(c for c in cands if c["policy"] == "sync" and c["batch_size"] == B and c["workers"] == W)

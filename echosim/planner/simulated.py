@@ -353,6 +353,7 @@ def run_candidates(cands, pconf, ctx, target, processes, results, progress=None)
                      steps_to_target=float(np.median(conv_k)) if math.isfinite(lr_star) else math.inf,
                      wall_clock_to_target=float(np.median(conv_t)) if math.isfinite(lr_star) else math.inf,
                      wall_clock_low=_quantile(conv_t, 0.1), wall_clock_high=_quantile(conv_t, 0.9),
+                     wall_clock_seeds=[float(x) for x in conv_t],
                      utilization=float(np.median(conv_k[ok] * c["step_time_dist"].mean / conv_t[ok]))
                      if ok.any() else math.nan,
                      throughput=float(np.median(rows["schedule.throughput"])), budget=n_budget)
