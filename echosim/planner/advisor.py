@@ -67,17 +67,6 @@ def _price(value, name: str):
     return float(value)
 
 
-def _default_echoes(R: float) -> list[int]:
-    """Powers of two from 2 to the first one >= 2R (at most 64): they bracket K = R."""
-    out, k = [], 2
-    while k <= 64:
-        out.append(k)
-        if k >= 2 * R:
-            break
-        k *= 2
-    return out
-
-
 # --------------------------------------------------------------------------- the result
 
 
@@ -108,14 +97,16 @@ FRAME_UNITS = {
 class Plan:
     """What `plan` found: one row per candidate, the best one per batch size and overall, and why.
 
-    ``candidates`` is a list of dicts with ``policy``, ``echo`` (K; the mean K̄ for
-    greedy), ``batch_size``, ``workers``, ``batches_to_target``, ``steps_to_target``,
-    ``wall_clock_to_target`` (seconds, median) with ``wall_clock_low``/``_high`` (10% and
-    90% quantiles), ``speedup`` (over ``baseline_wall_clock``: sync at the same B and
-    loader workers), ``speedup_ceiling`` (the theory's: every echoed step worth a fresh
-    one), ``utilization`` (accelerator busy fraction until the target), ``cost`` (if
-    prices). ``best`` maps each batch size to its best candidate; ``recommended`` is the
-    best overall.
+    ``candidates`` is a list of `echosim.planner.candidates.Planned` value objects (a
+    `Candidate`, its `Outcome`, the comparison with sync), read like mappings with
+    ``policy``, ``echo`` (K; the mean K̄ for greedy), ``batch_size``, ``workers``,
+    ``batches_to_target``, ``steps_to_target``, ``wall_clock_to_target`` (seconds, median)
+    with ``wall_clock_low``/``_high`` (10% and 90% quantiles) and ``wall_clock_seeds`` (per
+    seed), ``speedup`` (over ``baseline_wall_clock``: sync at the same B and loader
+    workers), ``speedup_ceiling`` (the theory's, `theory.rate_speedup_ceiling`: every
+    echoed step worth a fresh one), ``utilization`` (accelerator busy fraction until the
+    target), ``cost`` (if prices). ``best`` maps each batch size to its best candidate;
+    ``recommended`` is the best overall.
     """
 
     candidates: list
@@ -544,30 +535,23 @@ def plan(loader=None, step_time=None, *, batch_size, problem=None, steps_to_targ
         for B in Bs:  # the problem's features set how large a batch its runs can hold
             check_batch_size(B, "batch_size", problem_obj.n_features, 8)
 
-    # ---- candidates
-    cands = []
-    for B in Bs:
-        for W in Ws:
-            R = timing.mean_loader(B) / (W * timing.mean_step(B))
-            ks = echoes if echoes is not None else _default_echoes(R)
-            for p in policies:
-                if p == "sync":
-                    new = [{"policy": "sync", "echo": 1}]
-                elif p == "fixed":
-                    new = [{"policy": "fixed", "echo": k} for k in ks]
-                else:  # greedy, auto: K_t chosen as the run goes, up to max_echo
-                    new = [{"policy": p, "echo": math.nan, "max_echo": max_echo}]
-                for c in new:
-                    c.update(batch_size=B, workers=W, R=R)
-                cands.extend(new)
+    # ---- candidates (value objects), each evaluated to an Outcome, then compared with sync
+    from echosim.planner.candidates import Outcome, candidates, compare
+
+    specs = candidates(Bs, Ws, policies, echoes, max_echo,
+                       lambda B, W: timing.mean_loader(B) / (W * timing.mean_step(B)))
     notes = []
-    for c in cands:
-        c["loader_time"], c["step_time_dist"], note = timing.for_candidate(c["policy"], c["echo"], c["batch_size"])
+    times = []
+    for c in specs:
+        loader_time, step_dist, note = timing.for_candidate(c.policy, c.echo, c.batch_size)
+        times.append((loader_time, step_dist))
         if note and note not in notes:
             notes.append(note)
     ctx = {"prefetch": prefetch, "max_echo": max_echo, "seeds": seeds, "seed": int(seed), "optimizer": optimizer}
     if response is not None:
-        _evaluate_model(cands, response, ctx)
+        from echosim.planner.modelled import evaluate
+
+        outcomes = [evaluate(c, ld, st, response, ctx) for c, (ld, st) in zip(specs, times)]
         source = (f"form (b): fresh batches from the model {response.describe()}; wall-clock from {seeds} simulated "
                   "loader runs per candidate; band: 10-90% over the model's draws (its parameters and its own "
                   "measured error) and the runs")
@@ -578,8 +562,11 @@ def plan(loader=None, step_time=None, *, batch_size, problem=None, steps_to_targ
         from echosim.planner.simulated import run_candidates
 
         show = True if progress is None else bool(progress)
-        source, more = run_candidates(cands, pconf, ctx, target, processes, results, show)
+        work = [{**c.as_dict(), "loader_time": ld, "step_time_dist": st} for c, (ld, st) in zip(specs, times)]
+        source, more = run_candidates(work, pconf, ctx, target, processes, results, show)
         notes.extend(more)
+        spec_keys = {"policy", "echo", "batch_size", "workers", "R", "max_echo", "loader_time", "step_time_dist"}
+        outcomes = [Outcome.from_fields({k: v for k, v in w.items() if k not in spec_keys}) for w in work]
         from echosim.experiments.store import Store
         from echosim.planner.simulated import failures_note
 
@@ -589,30 +576,14 @@ def plan(loader=None, step_time=None, *, batch_size, problem=None, steps_to_targ
             notes.insert(0, fail_note)
     notes.insert(0, f"timing: {timing.describe}")
 
-    # ---- speedups (over sync at the same B and workers), ceilings, costs
-    for c in cands:
-        base = next(b for b in cands if b["policy"] == "sync" and b["batch_size"] == c["batch_size"]
-                    and b["workers"] == c["workers"])
-        c["baseline_wall_clock"] = base["wall_clock_to_target"]
-        c["speedup_ceiling"] = float(c["mean_echo"] * c["throughput"] / base["throughput"])
-        sp = base["wall_clock_to_target"] / c["wall_clock_to_target"] \
-            if math.isfinite(c["wall_clock_to_target"]) and math.isfinite(base["wall_clock_to_target"]) else math.nan
-        if math.isfinite(sp) and sp > c["speedup_ceiling"] * (1 + 1e-9):
-            notes.append(f"{Plan._name(c)} at B = {c['batch_size']}: the simulated speedup {sp:.2f}x is above its "
-                         f"ceiling {c['speedup_ceiling']:.2f}x (the sync baseline's time to target is noisy); "
-                         "shown at the ceiling")
-            sp = c["speedup_ceiling"]
-        c["speedup"] = sp
-        if acc_price is not None or wrk_price is not None:
-            rate = (acc_price or 0.0) + c["workers"] * (wrk_price or 0.0)
-            c["cost"] = c["wall_clock_to_target"] * rate / 3600.0
-    for c in cands:
-        del c["loader_time"], c["step_time_dist"]
+    # ---- speedups (over sync at the same B and workers), ceilings (theory), costs
+    priced = acc_price is not None or wrk_price is not None
+    cands, clipped = compare(specs, outcomes, (acc_price, wrk_price) if priced else None)
+    notes.extend(clipped)
     reachable = [c for c in cands if math.isfinite(c["wall_clock_to_target"])]
     if not reachable:
         raise ValueError(f"target: no candidate reaches the target (loss <= (1 + {target:g}) F*) within the budget; "
                          "loosen --target or try larger batch sizes" + (f"; {fail_note}" if failed else ""))
-    priced = acc_price is not None or wrk_price is not None
     best, reasons = {}, {}
     for B in Bs:
         mine = [c for c in reachable if c["batch_size"] == B]
@@ -631,80 +602,6 @@ def plan(loader=None, step_time=None, *, batch_size, problem=None, steps_to_targ
               "accelerator_price": acc_price, "worker_price": wrk_price}
     return Plan(candidates=cands, recommended=rec, reason=reason, source=source, inputs=inputs, notes=notes,
                 best=best, reasons=reasons, failed=failed)
-
-
-def _pipeline(c, ctx):
-    from echosim.pipeline.model import Pipeline
-
-    kw = {"echo": float(c["echo"])} if c["policy"] == "fixed" else {}
-    if c["policy"] == "greedy":
-        kw["max_echo"] = ctx["max_echo"]
-    return Pipeline(c["loader_time"], workers=c["workers"], prefetch=ctx["prefetch"],
-                    step_time=c["step_time_dist"], policy=c["policy"], **kw)
-
-
-def _evaluate_model(cands, response, ctx) -> None:
-    """Form (b): T from the fitted model (greedy: from its simulated K_t batch by batch);
-    wall-clock from the pipeline, over the model's draws and the loader's seeds."""
-    from echosim.pipeline.schedule import simulate
-
-    n_probe = 2000
-    for c in cands:
-        p = _pipeline(c, ctx)
-        B = c["batch_size"]
-        seqs = np.random.SeedSequence([ctx["seed"], 7, B, c["workers"]]).spawn(ctx["seeds"])
-        probe = simulate(p, n_probe, seed=seqs[0])
-        sm = probe.summary()
-        kbar = float(sm["mean_echo"])
-        if c["policy"] == "greedy":
-            T_draws = response.predict_schedule(np.resize(probe.steps_per_batch, 200_000), B, draws=True)
-            T_med = response.predict_schedule(np.resize(probe.steps_per_batch, 200_000), B)
-        else:
-            T_draws = response.predict_draws(c["echo"], B)
-            T_med = max(1.0, response.predict(c["echo"], B))
-        finite = T_draws[np.isfinite(T_draws)]
-        n_sim = int(min(max(np.quantile(finite, 0.95) if finite.size else T_med, T_med), 200_000)) + 2
-        walls, steps, utils, med = [], [], [], []
-        draws = T_draws[:: max(1, len(T_draws) // 100)]
-        for s in seqs:
-            sch = simulate(p, n_sim, seed=s)
-            last_step = np.concatenate([np.flatnonzero(np.diff(sch.step_batch)), [sch.n_steps - 1]])
-            end = sch.step_end[last_step]  # end of batch t's last step
-            cum = np.cumsum(sch.steps_per_batch)
-            rate = sch.n_batches / sch.makespan
-            busy = np.cumsum(sch.step_end - sch.step_start)[last_step]
-            for T in np.append(draws, T_med):
-                if not math.isfinite(T):
-                    walls.append(math.inf)
-                    steps.append(math.inf)
-                    continue
-                t = int(math.ceil(T))
-                if t <= sch.n_batches:
-                    w, k, b = float(end[t - 1]), float(cum[t - 1]), float(busy[t - 1])
-                else:  # beyond the simulated horizon: extend at the steady rate
-                    w = float(end[-1]) + (t - sch.n_batches) / rate
-                    k = float(cum[-1]) * t / sch.n_batches
-                    b = float(busy[-1]) * t / sch.n_batches
-                walls.append(w)
-                steps.append(k)
-                utils.append(b / w)
-            med.append((walls[-1], steps[-1]))
-        walls = np.array(walls)
-        c["wall_clock_seeds"] = [m[0] for m in med]
-        c.update(echo=kbar if c["policy"] == "greedy" else c["echo"], mean_echo=kbar,
-                 batches_to_target=float(math.ceil(T_med)) if math.isfinite(T_med) else math.inf,
-                 steps_to_target=float(np.median([m[1] for m in med])),
-                 wall_clock_to_target=float(np.median([m[0] for m in med])),
-                 wall_clock_low=_quantile(walls, _BAND[0]), wall_clock_high=_quantile(walls, _BAND[1]),
-                 utilization=float(np.median(utils)) if utils else math.nan, throughput=float(sm["throughput"]))
-
-
-def _quantile(x, q: float) -> float:
-    """np.quantile that lets +inf (never reached) through instead of giving NaN."""
-    x = np.asarray(x, dtype=float)
-    big = np.finfo(float).max / 4
-    v = float(np.quantile(np.where(np.isinf(x), big, x), q))
-    return math.inf if v >= big / 2 else v
 
 
 def _unmeasured(rec, reason: str, cands) -> str:
