@@ -415,7 +415,8 @@ def _method_arg(method, options, form_a: bool) -> dict:
 def plan(loader=None, step_time=None, *, batch_size, problem=None, steps_to_target=None, records=None,
          workers=1, prefetch: int = 2, policies=None, echoes=None, max_echo: int = 64, target: float = 0.002,
          seeds: int = 5, accelerator_price=None, worker_price=None, seed: int = 0, processes: int = 2,
-         results=None, progress=None, method: str = "echoed_gd", method_options=None) -> Plan:
+         results=None, progress=None, method: str = "echoed_gd", method_options=None, curves=None,
+         target_loss=None) -> Plan:
     """Should I echo, with which K, and what will it save me?
 
     Parameters
@@ -471,6 +472,13 @@ def plan(loader=None, step_time=None, *, batch_size, problem=None, steps_to_targ
         Form (a): on stderr, a line naming each simulation step (which candidates, how many
         steps may follow) and its progress: a bar redrawn on a terminal, a line every 10 s
         elsewhere (logs, pipes), tqdm's widget in a notebook; default on, ``False`` silences it.
+    curves : Records, list of Records, CSV path, or mapping, optional
+        Form (b) from whole loss curves (`echosim.planner.curves`): the loss per fresh batch
+        of runs at K = 1 (two or more batch sizes) and optionally with echoing; the steps
+        to ``target_loss`` are read off each curve (reaches it and stays, trailing mean over
+        10 fresh batches), every run a repeat. Adds to ``steps_to_target`` if both are given.
+    target_loss : float, optional
+        With ``curves``: the loss to reach.
     method, method_options : str, dict, optional
         Form (a): the optimizer simulated, a row of `echosim.training.methods.METHODS`
         (e.g. ``"echoed_heavy_ball"`` with ``{"momentum": 0.9}``, ``"echoed_adam"`` with
@@ -489,7 +497,7 @@ def plan(loader=None, step_time=None, *, batch_size, problem=None, steps_to_targ
     prefetch = _int_arg(prefetch, "prefetch", 1)
     max_echo = _int_arg(max_echo, "max_echo", 1, MAX_ECHO)
     if policies is None:  # every planned policy that the form can evaluate
-        policies = [p for p in PLANNED if p != "auto" or steps_to_target is None]
+        policies = [p for p in PLANNED if p != "auto" or (steps_to_target is None and curves is None)]
     if isinstance(policies, str):
         policies = [p.strip() for p in policies.split(",") if p.strip()]
     policies = list(dict.fromkeys(policies))
@@ -509,6 +517,21 @@ def plan(loader=None, step_time=None, *, batch_size, problem=None, steps_to_targ
     processes = _int_arg(processes, "processes", 1, 256)
     acc_price = _price(accelerator_price, "accelerator_price")
     wrk_price = _price(worker_price, "worker_price")
+    if (curves is None) != (target_loss is None):
+        raise ValueError(f"{'target_loss' if curves is not None else 'curves'}: give curves and target_loss together "
+                         "(the loss per fresh batch of your runs, and the loss to reach)")
+    if curves is not None:
+        from echosim.planner.curves import steps_from_curves
+        from echosim.planner.response import measurements
+
+        from_curves = steps_from_curves(curves, target_loss)
+        if steps_to_target is not None:
+            measurements(steps_to_target)  # checked as given, before merging
+            merged = {k: list(np.atleast_1d(np.asarray(v, dtype=float))) for k, v in steps_to_target.items()}
+            for k, v in from_curves.items():
+                merged.setdefault(k, []).extend(v)
+            from_curves = merged
+        steps_to_target = from_curves
     if (problem is None) == (steps_to_target is None):
         raise ValueError("problem: give exactly one of problem (an echosim problem, simulated) or "
                          "steps_to_target (measured steps to target at two or more batch sizes)")
