@@ -418,6 +418,18 @@ def _shrunk_posterior(prior: Response, echoed, logw: np.ndarray, n_draws: int, r
     return pick
 
 
+def _loo_scale(B: np.ndarray, T: np.ndarray) -> float:
+    """The spread of the user's own K = 1 measurements: root mean square of log(T_i / T_hat_i),
+    T_hat_i the fit of S + E/B to all the others (leave-one-out; three or more batch sizes)."""
+    errs = []
+    for i in range(B.size):
+        keep = np.arange(B.size) != i
+        S, E = _fit_k1(B[keep], T[keep])
+        pred = float(t_one(S, E, B[i]))
+        errs.append(math.log(T[i] / pred) if pred > 0 else 0.0)
+    return float(np.sqrt(np.mean(np.square(errs))))
+
+
 def _k1_draws(B, T, S, E, n, rel_error, rng):
     sizes = np.unique(B)
     replicated = any(np.sum(B == b) > 1 for b in sizes)
@@ -431,8 +443,8 @@ def _k1_draws(B, T, S, E, n, rel_error, rng):
     else:
         fitted = t_one(S, E, B)
         if sizes.size >= 3:
-            scale = float(np.sqrt(np.sum(np.log(T / fitted) ** 2) / (sizes.size - 2)))
-            how = f"bootstrap, relative residual scale {scale:.2g} from the fit"
+            scale = max(_loo_scale(B, T), 0.02)
+            how = f"leave-one-out over your {sizes.size} batch sizes: each predicted from the others off by {scale:.2g} in log"
         else:
             scale = float(rel_error)
             how = f"assumed {rel_error:.0%} relative error per measurement (measure repeats to replace it)"
