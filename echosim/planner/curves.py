@@ -70,6 +70,9 @@ def _curve_key(key):
 
 
 def _from_records(r) -> tuple[tuple[int, int], np.ndarray]:
+    from echosim.planner.recorded import check_records
+
+    check_records(r, "curves")
     if r.batch_size is None:
         raise ValueError("curves: records without a batch size (pass batch_size= to echoing) cannot be placed")
     if r.policy not in ("sync", "fixed"):
