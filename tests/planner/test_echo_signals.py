@@ -69,3 +69,11 @@ def test_plan_without_an_echoed_measurement_gives_no_verdict():
     p = echosim.plan("80ms", "10ms", batch_size=64, steps_to_target={64: 6000, 1024: 400}, seeds=2)
     assert p.recommended["policy"] == "sync"
     assert "no verdict" in p.reason and "K = " in p.reason and "pilot" in p.reason
+
+
+def test_plan_reads_paired_progress_from_the_records():
+    sync = run("sync", n=40, B=1024, progress=1.0)
+    k4 = run(4, n=40, B=1024, progress=3.0, seed=1)
+    p = echosim.plan(records=[sync, k4], batch_size=1024, steps_to_target={64: 1100, 1024: 160}, seeds=1)
+    assert "paired progress in the loop at (B=1024, K=4)" in p.source
+    assert "no verdict" not in p.reason
