@@ -131,3 +131,15 @@ def test_an_echoed_measurement_never_moves_the_fit_away_from_it(ratio):
     prior = fit_response(k1).predict(K, B)
     post = fit_response({**k1, (B, K): K * T_m}).predict(K, B)
     assert abs(math.log(post / T_m)) <= abs(math.log(prior / T_m)) + 0.02
+
+
+@pytest.mark.parametrize("T_m", [45.0, 100.0, 150.0])
+def test_a_measurement_moves_other_batch_sizes_only_through_the_noise_scale(T_m):
+    """An echoed measurement at B = 1024 moves the noise scale; far below it (noise-dominated,
+    where the derived form says echoing buys nothing whatever B_noise is) the prediction hardly
+    moves: at most 3% at B = 16 and 12% at B = 64."""
+    k1 = {64: 1100.0, 1024: 160.0}
+    prior = fit_response(k1)
+    post = fit_response({**k1, (1024, 4): 4 * T_m})
+    assert abs(post.predict(8, 16) / prior.predict(8, 16) - 1) < 0.03
+    assert abs(post.predict(8, 64) / prior.predict(8, 64) - 1) < 0.12
