@@ -9,9 +9,10 @@ Both read `echosim.loop.Records` and nothing else (the loop is not changed here)
   gradient norms at two sizes), the median over the second half of each run that
   reported it: the noise scale where the target is reached, not at the start.
 - `echo_gains`: for each (B, K) with both a fixed-K run and a sync run at the same B, the
-  ratio of mean paired progress per fresh batch (``Records.paired_progress``: the loss
-  of batch t+1 before and after batch t's steps) under K to that under K = 1, with its
-  standard error in log. It is K_eff(K) of the echo model, measured: 1 where echoed
+  ratio of the progress per fresh batch under K to that under K = 1, with its standard
+  error in log: the mean paired next-batch progress (``Records.paired_progress``: the
+  loss of batch t+1 before and after batch t's steps) where the loop reported it, else
+  the slope of the run's first-step losses (the loss curve of a pilot's segment). It is K_eff(K) of the echo model, measured: 1 where echoed
   steps only fit the batch's noise, K where each is worth a fresh one. It compares like
   with like only when the runs cover the same stretch of training (a pilot's interleaved
   segments do; two runs from the same start over the same number of batches roughly do).
@@ -50,37 +51,59 @@ def measured_noise_scale(records) -> float | None:
     return float(np.median(vals)) if vals else None
 
 
+def _progress(r, min_batches: int):
+    """(progress per fresh batch, its variance, n, how) of one run: the mean paired next-batch
+    progress where the loop reported it, else minus the slope of the first-step losses over the
+    run (a loss curve: the same quantity, noisier); None if neither has `min_batches` readings."""
+    p = np.asarray(r.paired_progress, dtype=float)
+    p = p[np.isfinite(p)]
+    if p.size >= min_batches:
+        return float(p.mean()), float(p.var(ddof=1) / p.size), int(p.size), "paired"
+    fl = np.asarray(r.first_loss, dtype=float)
+    t = np.arange(fl.size, dtype=float)
+    ok = np.isfinite(fl)
+    if r.epoch.size and int(np.max(r.epoch)) > 0:  # later epochs: training losses, not the population's
+        ok &= np.asarray(r.epoch) == 0
+    if ok.sum() < max(min_batches, 3):
+        return None
+    t, fl = t[ok], fl[ok]
+    slope, icpt = np.polyfit(t, fl, 1)
+    resid = fl - (slope * t + icpt)
+    var = float(resid.var(ddof=2) / np.sum((t - t.mean()) ** 2))
+    return float(-slope), var, int(t.size), "curve"
+
+
 def echo_gains(records, min_batches: int = 8) -> dict:
-    """{(B, K): (K_eff, log standard error, n)} from paired progress: fixed-K runs against a sync
-    run at the same B, each with at least `min_batches` finite paired-progress readings and a
-    positive mean progress under sync. K_eff is clipped to [1/K, K] (no K steps are worth
-    more than K fresh ones)."""
+    """{(B, K): (K_eff, log standard error, n)}: fixed-K runs against sync runs at the same B.
+    Each run's progress per fresh batch is its mean paired next-batch progress
+    (``Records.paired_progress``) or, where the loop did not report it, minus the slope of its
+    first-step losses (the loss curve of a pilot segment); runs of one (B, K) are averaged.
+    Needs `min_batches` readings per run and a positive progress under sync. K_eff is clipped
+    to [1/K, K] (no K steps are worth more than K fresh ones). Segments compare like with like
+    when they cover the same stretch of training (a pilot's interleaved segments)."""
     by_b: dict = {}
     for B, r in _flat(records):
         if B is None or r.policy not in ("sync", "fixed"):
             continue
-        K = 1 if r.policy == "sync" else int(r.echo)
-        p = np.asarray(r.paired_progress, dtype=float)
-        p = p[np.isfinite(p)]
-        if p.size:
-            by_b.setdefault(int(B), {}).setdefault(K, []).append(p)
+        est = _progress(r, min_batches)
+        if est is not None:
+            K = 1 if r.policy == "sync" else int(r.echo)
+            by_b.setdefault(int(B), {}).setdefault(K, []).append(est)
     out = {}
     for B, per_k in by_b.items():
         if 1 not in per_k:
             continue
-        base = np.concatenate(per_k[1])
-        if base.size < min_batches or base.mean() <= 0:
+        m1 = float(np.mean([e[0] for e in per_k[1]]))
+        v1 = float(np.sum([e[1] for e in per_k[1]])) / len(per_k[1]) ** 2
+        if m1 <= 0:
             continue
-        for K, parts in per_k.items():
+        for K, ests in per_k.items():
             if K == 1:
                 continue
-            p = np.concatenate(parts)
-            if p.size < min_batches:
-                continue
-            ratio = float(np.clip(p.mean() / base.mean(), 1.0 / K, float(K)))
-            # delta method: var(log ratio) ~ var(p)/(n mean^2) + var(base)/(n_b mean_b^2)
-            se = math.sqrt(p.var(ddof=1) / (p.size * max(p.mean(), 1e-300) ** 2) if p.mean() > 0 else math.inf
-                           ) if p.size > 1 else math.inf
-            se = math.hypot(se, math.sqrt(base.var(ddof=1) / (base.size * base.mean() ** 2)))
-            out[(B, K)] = (ratio, se, int(p.size))
+            mk = float(np.mean([e[0] for e in ests]))
+            vk = float(np.sum([e[1] for e in ests])) / len(ests) ** 2
+            ratio = float(np.clip(mk / m1, 1.0 / K, float(K)))
+            # delta method on log(mk / m1); a progress that is not positive under K is at the floor
+            se = math.sqrt(vk / mk ** 2 + v1 / m1 ** 2) if mk > 0 else math.sqrt(v1) / m1 + 1.0
+            out[(B, K)] = (ratio, se, int(sum(e[2] for e in ests)))
     return out

@@ -77,3 +77,22 @@ def test_plan_reads_paired_progress_from_the_records():
     p = echosim.plan(records=[sync, k4], batch_size=1024, steps_to_target={64: 1100, 1024: 160}, seeds=1)
     assert "paired progress in the loop at (B=1024, K=4)" in p.source
     assert "no verdict" not in p.reason
+
+
+def curve_run(policy, per_batch, n=40, B=256, seed=0):
+    """A run whose first-step losses fall by `per_batch` per fresh batch (plus noise), without
+    paired progress: what `echosim.pilot`'s segments record."""
+    rng = np.random.default_rng(seed)
+    it = echosim.echoing(range(n), policy, batch_size=B)
+    t = -1
+    for _ in it:
+        if not it.is_echo:
+            t += 1
+        it.report(50.0 - per_batch * t + 0.05 * rng.normal())
+    return it.records()
+
+
+def test_gains_from_loss_curves_when_no_paired_progress():
+    segs = [curve_run("sync", 0.2, seed=s) for s in (0, 1)] + [curve_run(4, 0.5, seed=s) for s in (2, 3)]
+    (g, se, n), = [echo_gains(segs)[(256, 4)]]
+    assert g == pytest.approx(2.5, rel=0.05) and se < 0.05 and n == 80
