@@ -559,7 +559,7 @@ def plan(loader=None, step_time=None, *, batch_size, problem=None, steps_to_targ
             check_batch_size(B, "batch_size", problem_obj.n_features, 8)
 
     # ---- candidates (value objects), each evaluated to an Outcome, then compared with sync
-    from echosim.planner.candidates import Outcome, candidates, compare
+    from echosim.planner.candidates import candidates, compare
 
     specs = candidates(Bs, Ws, policies, echoes, max_echo,
                        lambda B, W: timing.mean_loader(B) / (W * timing.mean_step(B)))
@@ -585,11 +585,8 @@ def plan(loader=None, step_time=None, *, batch_size, problem=None, steps_to_targ
         from echosim.planner.simulated import run_candidates
 
         show = True if progress is None else bool(progress)
-        work = [{**c.as_dict(), "loader_time": ld, "step_time_dist": st} for c, (ld, st) in zip(specs, times)]
-        source, more = run_candidates(work, pconf, ctx, target, processes, results, show)
+        outcomes, source, more = run_candidates(specs, times, pconf, ctx, target, processes, results, show)
         notes.extend(more)
-        spec_keys = {"policy", "echo", "batch_size", "workers", "R", "max_echo", "loader_time", "step_time_dist"}
-        outcomes = [Outcome.from_fields({k: v for k, v in w.items() if k not in spec_keys}) for w in work]
         from echosim.experiments.store import Store
         from echosim.planner.simulated import failures_note
 
