@@ -51,59 +51,101 @@ def measured_noise_scale(records) -> float | None:
     return float(np.median(vals)) if vals else None
 
 
-def _progress(r, min_batches: int):
-    """(progress per fresh batch, its variance, n, how) of one run: the mean paired next-batch
-    progress where the loop reported it, else minus the slope of the first-step losses over the
-    run (a loss curve: the same quantity, noisier); None if neither has `min_batches` readings."""
+def _paired(r, min_batches: int):
+    """(mean paired next-batch progress, its variance, n) of one run, or None with fewer than
+    `min_batches` readings."""
     p = np.asarray(r.paired_progress, dtype=float)
     p = p[np.isfinite(p)]
     if p.size >= min_batches:
-        return float(p.mean()), float(p.var(ddof=1) / p.size), int(p.size), "paired"
+        return float(p.mean()), float(p.var(ddof=1) / p.size), int(p.size)
+    return None
+
+
+def _curve(r, window: int = 3) -> np.ndarray | None:
+    """The run's first-step losses per fresh batch (first epoch only), NaN gaps filled forward,
+    smoothed by a trailing mean over `window` readings; None with fewer than 4 readings."""
     fl = np.asarray(r.first_loss, dtype=float)
-    t = np.arange(fl.size, dtype=float)
-    ok = np.isfinite(fl)
     if r.epoch.size and int(np.max(r.epoch)) > 0:  # later epochs: training losses, not the population's
-        ok &= np.asarray(r.epoch) == 0
-    if ok.sum() < max(min_batches, 3):
+        fl = fl[np.asarray(r.epoch) == 0]
+    ok = np.isfinite(fl)
+    if ok.sum() < 4:
         return None
-    t, fl = t[ok], fl[ok]
-    slope, icpt = np.polyfit(t, fl, 1)
-    resid = fl - (slope * t + icpt)
-    var = float(resid.var(ddof=2) / np.sum((t - t.mean()) ** 2))
-    return float(-slope), var, int(t.size), "curve"
+    idx = np.maximum.accumulate(np.where(ok, np.arange(fl.size), -1))
+    fl = np.where(idx >= 0, fl[np.maximum(idx, 0)], np.nan)[int(np.argmax(ok)):]
+    c = np.concatenate([[0.0], np.cumsum(fl)])
+    n = np.arange(1, fl.size + 1)
+    lo = np.maximum(n - window, 0)
+    return (c[n] - c[lo]) / (n - lo)
+
+
+def _batches_to(curve: np.ndarray, level: float) -> float:
+    hit = np.flatnonzero(curve <= level)
+    return float(hit[0] + 1) if hit.size else math.inf
+
+
+def _curve_gain(base: list, echoed: list, levels: int = 8):
+    """(K_eff, log standard error, n) from loss curves: the fresh batches each run needs from a
+    first loss level to lower ones that every run reaches, K = 1's over K's, the median over
+    the levels."""
+    curves = base + echoed
+    top = max(float(np.max(c[:2])) for c in curves)  # above every early reading: no run is at it yet
+    floor = max(float(np.min(c)) for c in curves)    # the lowest level every run reaches
+    if not floor < top:
+        return None
+    Ls = np.linspace(top, floor, levels + 2)[1:]
+    t1 = [np.mean([_batches_to(c, L) for c in base]) for L in Ls]
+    tk = [np.mean([_batches_to(c, L) for c in echoed]) for L in Ls]
+    ratios = []
+    for j in range(1, Ls.size):  # batches from the first level to each lower one: start-up offsets cancel
+        d1, dk = t1[j] - t1[0], tk[j] - tk[0]
+        if math.isfinite(d1) and math.isfinite(dk) and d1 > 0 and dk > 0:
+            ratios.append(d1 / dk)
+    if len(ratios) < 3:
+        return None
+    lr = np.log(ratios)
+    return float(np.exp(np.median(lr))), max(float(np.std(lr)), 0.15), int(sum(c.size for c in echoed))
 
 
 def echo_gains(records, min_batches: int = 8) -> dict:
     """{(B, K): (K_eff, log standard error, n)}: fixed-K runs against sync runs at the same B.
-    Each run's progress per fresh batch is its mean paired next-batch progress
-    (``Records.paired_progress``) or, where the loop did not report it, minus the slope of its
-    first-step losses (the loss curve of a pilot segment); runs of one (B, K) are averaged.
-    Needs `min_batches` readings per run and a positive progress under sync. K_eff is clipped
-    to [1/K, K] (no K steps are worth more than K fresh ones). Segments compare like with like
-    when they cover the same stretch of training (a pilot's interleaved segments)."""
+
+    Where every run of the pair reported paired next-batch progress (`min_batches` readings
+    or more), K_eff is the ratio of its mean under K to that under sync (runs of one (B, K)
+    averaged, standard error by the delta method). Otherwise it comes from the loss curves:
+    the fresh batches each run needs to bring its (smoothed) first-step loss from a first
+    level down to lower ones every run reaches, K = 1's over K's, the median over the levels
+    (standard error: their
+    spread, at least 0.15). Either is clipped to [1/K, K]. Runs compare like with like when
+    they cover the same stretch of training: a pilot's interleaved segments, or runs from the
+    same start."""
     by_b: dict = {}
     for B, r in _flat(records):
         if B is None or r.policy not in ("sync", "fixed"):
             continue
-        est = _progress(r, min_batches)
-        if est is not None:
-            K = 1 if r.policy == "sync" else int(r.echo)
-            by_b.setdefault(int(B), {}).setdefault(K, []).append(est)
+        K = 1 if r.policy == "sync" else int(r.echo)
+        by_b.setdefault(int(B), {}).setdefault(K, []).append(r)
     out = {}
     for B, per_k in by_b.items():
         if 1 not in per_k:
             continue
-        m1 = float(np.mean([e[0] for e in per_k[1]]))
-        v1 = float(np.sum([e[1] for e in per_k[1]])) / len(per_k[1]) ** 2
-        if m1 <= 0:
-            continue
-        for K, ests in per_k.items():
+        base_p = [_paired(r, min_batches) for r in per_k[1]]
+        base_c = [c for c in (_curve(r) for r in per_k[1]) if c is not None and c.size >= min_batches]
+        for K, runs in per_k.items():
             if K == 1:
                 continue
-            mk = float(np.mean([e[0] for e in ests]))
-            vk = float(np.sum([e[1] for e in ests])) / len(ests) ** 2
-            ratio = float(np.clip(mk / m1, 1.0 / K, float(K)))
-            # delta method on log(mk / m1); a progress that is not positive under K is at the floor
-            se = math.sqrt(vk / mk ** 2 + v1 / m1 ** 2) if mk > 0 else math.sqrt(v1) / m1 + 1.0
-            out[(B, K)] = (ratio, se, int(sum(e[2] for e in ests)))
+            ps = [_paired(r, min_batches) for r in runs]
+            est = None
+            if all(p is not None for p in ps + base_p):
+                m1 = float(np.mean([e[0] for e in base_p]))
+                v1 = float(np.sum([e[1] for e in base_p])) / len(base_p) ** 2
+                mk = float(np.mean([e[0] for e in ps]))
+                vk = float(np.sum([e[1] for e in ps])) / len(ps) ** 2
+                if m1 > 0:
+                    se = math.sqrt(vk / mk ** 2 + v1 / m1 ** 2) if mk > 0 else math.sqrt(v1) / m1 + 1.0
+                    est = (mk / m1, se, int(sum(e[2] for e in ps)))
+            if est is None and base_c:
+                cs = [c for c in (_curve(r) for r in runs) if c is not None and c.size >= min_batches]
+                est = _curve_gain(base_c, cs) if cs else None
+            if est is not None:
+                out[(B, K)] = (float(np.clip(est[0], 1.0 / K, float(K))), est[1], est[2])
     return out

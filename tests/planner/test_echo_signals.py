@@ -95,4 +95,4 @@ def curve_run(policy, per_batch, n=40, B=256, seed=0):
 def test_gains_from_loss_curves_when_no_paired_progress():
     segs = [curve_run("sync", 0.2, seed=s) for s in (0, 1)] + [curve_run(4, 0.5, seed=s) for s in (2, 3)]
     (g, se, n), = [echo_gains(segs)[(256, 4)]]
-    assert g == pytest.approx(2.5, rel=0.05) and se < 0.05 and n == 80
+    assert g == pytest.approx(2.5, rel=0.05) and se <= 0.2 and n == 80
