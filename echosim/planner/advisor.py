@@ -444,6 +444,9 @@ def plan(loader=None, step_time=None, *, batch_size, problem=None, steps_to_targ
         Runs through `echosim.echoing` (any policies, e.g. a pilot from
         `echosim.pilot`): the loader and step times are taken from them, per policy, so
         the host's contention is in the numbers. Replaces ``loader`` and ``step_time``.
+        In form (b) they also measure echoing (`echosim.planner.echo_signals`): the
+        gradient-noise scale centres the echo model, and fixed-K runs against sync runs at
+        the same B give K_eff (from paired next-batch progress, else from the loss curves).
     workers : int or list of int
         Loader workers W; several values compare echoing with adding workers.
     prefetch : int
