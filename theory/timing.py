@@ -19,6 +19,7 @@ from theory.bounds import _lower_bound_constant, batches_to_accuracy
 __all__ = [
     "pipeline_time",
     "echo_speedup",
+    "rate_speedup_ceiling",
     "time_to_accuracy",
     "time_optimal_echo",
     "echo_speedup_ceiling",
@@ -80,6 +81,40 @@ def echo_speedup(R, e, fresh_ratio=1.0):
     R, e = _v.positive("R", R), _v.at_least("e", e, 1.0)
     fresh_ratio = _v.positive("fresh_ratio", fresh_ratio)
     return _v.result(fresh_ratio * np.maximum(R, 1.0) / np.maximum(R, e))
+
+
+@_v.named_broadcast
+def rate_speedup_ceiling(mean_echo, rate_echo, rate_sync):
+    r"""Wall-clock speedup of an echo policy over no echoing if every echoed step were worth
+    a fresh batch: the ceiling a measured or predicted speedup is compared with.
+
+    Setting: any loader and step times (random, several workers, a prefetch buffer), summed
+    up by the steady rate of fresh batches each policy runs at, $r_{\bar K}$ with echoing
+    (mean $\bar K$ steps per fresh batch) and $r_1$ without. If $\bar K$ echoed steps did
+    the work of $\bar K$ fresh ones, $T(\bar K) = T(1)/\bar K$ fresh batches would reach
+    the target, and wall-clock is fresh batches over their rate, so
+
+    $$\mathrm{speedup} \le \frac{T(1)/r_1}{T(1)/(\bar K\, r_{\bar K})}
+    = \bar K\,\frac{r_{\bar K}}{r_1}.$$
+
+    For a fixed $K$ behind a deterministic loader $R$ step times per batch ($r_K = 1/
+    \max\{R, K\}$) this is Choi et al.'s $\min\{K, R\}$ (for $R \ge 1$), i.e.
+    `echo_speedup` with ``fresh_ratio = e``. Theorem 7 says how far below it a problem
+    falls: only the curvature term of $T$ is divided by $K$ (`echo_speedup_ceiling`).
+
+    Source: derived here from Choi et al.'s time model, see
+    ``docs/background/bounds.md#pipeline-timing``.
+
+    Examples
+    --------
+    >>> float(rate_speedup_ceiling(mean_echo=4, rate_echo=1 / 6, rate_sync=1 / 6))   # K = 4 < R = 6
+    4.0
+    >>> float(rate_speedup_ceiling(mean_echo=8, rate_echo=1 / 8, rate_sync=1 / 6))   # K = 8 > R: min(K, R)
+    6.0
+    """
+    mean_echo = _v.at_least("mean_echo", mean_echo, 1.0)
+    rate_echo, rate_sync = _v.positive("rate_echo", rate_echo), _v.positive("rate_sync", rate_sync)
+    return _v.result(mean_echo * rate_echo / rate_sync)
 
 
 @_v.named_broadcast

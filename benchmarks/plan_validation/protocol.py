@@ -77,6 +77,9 @@ SETTINGS = {
     "least_squares_n2048": Setting("least_squares_n2048", _ls(n_train=2048, name="least_squares_n2048"), 2e-3,
                                    (16, 32, 64, 128, 256, 512), 0,
                                    "least squares as above, n = 2,048 rows per seed, reshuffled epochs"),
+    "flights_sigmoid": Setting("flights_sigmoid", lambda: ref.FlightsSigmoid(), 2e-4, (16, 64, 256, 1024, 4096, 8192),
+                               10, "non-convex: squared loss on a sigmoid output (l2 = 1e-3) on the flights rows, "
+                               "fresh rows with replacement"),
     "flights_n4096": Setting("flights_n4096", _flights(n_train=4096, name="flights_n4096"), 2e-3,
                              (16, 64, 256, 1024), 6,
                              "the flights problem, n = 4,096 rows of the table per seed, reshuffled epochs"),

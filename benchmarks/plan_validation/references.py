@@ -21,6 +21,9 @@ Problems (each knows its exact population excess risk F(w) - F*):
     table: fresh batches draw rows with replacement, F* comes from Newton's method and
     F is evaluated on the whole table. With ``n_train`` set, each seed draws n_train
     rows of the table once (without replacement) and batches come by reshuffled epochs.
+``FlightsSigmoid``
+    The same rows fitted by squared loss on a sigmoid output (non-convex), F* at the
+    stationary point reached from w = 0.
 
 Only NumPy here (pandas reads the table); nothing is imported from echosim.
 """
@@ -33,7 +36,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["LeastSquares", "FlightsLogistic", "load_flights", "echoed_gd", "excess_risk", "newton_logistic",
+__all__ = ["LeastSquares", "FlightsLogistic", "FlightsSigmoid", "load_flights", "echoed_gd", "excess_risk", "newton_logistic",
            "FLIGHTS_NUMERIC", "DIVERGED"]
 
 DIVERGED = 1e8
@@ -301,6 +304,53 @@ class FlightsLogistic:
         return _FlightsStream(self, B, seeds)
 
 
+class FlightsSigmoid(FlightsLogistic):
+    """A non-convex reference: the flights rows fitted by squared loss on a sigmoid output,
+    l(w; x, y) = 1/2 (sigmoid(x.w) - y)^2, plus l2/2 |w|^2 (non-convex in w: the loss of one
+    row flattens out where sigmoid saturates). F* is the value at the stationary point that
+    BFGS reaches from w = 0 with a gradient below 1e-10 (the basin every run starts in)."""
+
+    loss = "sigmoid_squared"
+    TAG = 7103
+
+    def __init__(self, n_rows: int = 32768, l2: float = 1e-3, n_train: int | None = None,
+                 name: str = "flights_sigmoid", table_seed: int = 2013):
+        self.n_rows, self.l2, self.n_train, self.name, self.table_seed = n_rows, float(l2), n_train, name, table_seed
+        self.X, self.y = load_flights(n_rows, table_seed)
+        self.dim = self.X.shape[1]
+        self._Xt = np.ascontiguousarray(self.X.T)
+        self.w_star, self.grad_at_star = self._stationary()
+        self.F_star = float(self.objective(self.w_star))
+
+    def key(self) -> dict:
+        return {"kind": "flights_sigmoid", "n_rows": self.n_rows, "l2": self.l2, "n_train": self.n_train,
+                "table_seed": self.table_seed}
+
+    def _grad(self, w):
+        p = _sigmoid(self.X @ w)
+        return self.X.T @ ((p - self.y) * p * (1 - p)) / self.n_rows + self.l2 * w
+
+    def _stationary(self):
+        from scipy.optimize import minimize
+
+        res = minimize(lambda w: float(self.objective(w)), np.zeros(self.dim), jac=self._grad, method="BFGS",
+                       options={"gtol": 1e-11, "maxiter": 10_000})
+        w = res.x
+        return w, float(np.max(np.abs(self._grad(w))))
+
+    def objective(self, W: np.ndarray) -> np.ndarray:
+        """F(w) = mean over the table of 1/2 (sigmoid(x.w) - y)^2 + l2/2 |w|^2, over the last axis of W."""
+        shape = W.shape[:-1]
+        Wm = W.reshape(-1, self.dim)
+        F = np.empty(Wm.shape[0])
+        for i in range(0, Wm.shape[0], 32):
+            P = _sigmoid(Wm[i:i + 32] @ self._Xt)
+            P -= self.y
+            F[i:i + 32] = 0.5 * np.mean(P * P, axis=1)
+        F += 0.5 * self.l2 * np.sum(Wm * Wm, axis=1)
+        return F.reshape(shape)
+
+
 class _FlightsStream:
     def __init__(self, prob: FlightsLogistic, B: int, seeds):
         self.p, self.B, self.seeds = prob, B, list(seeds)
@@ -341,6 +391,15 @@ def _first_loss_and_steps(problem, batch, W, lr, K):
     B = X.shape[1]
     yy = y[:, :, None]
     l2 = problem.l2
+    if problem.loss == "sigmoid_squared":
+        Z = X @ W
+        P = _sigmoid(Z)
+        loss = 0.5 * np.mean((P - yy) ** 2, axis=1) + 0.5 * l2 * np.sum(W * W, axis=1)
+        for k in range(K):
+            if k:
+                P = _sigmoid(X @ W)
+            W = W - lr * (Xt @ ((P - yy) * P * (1 - P)) / B + l2 * W)
+        return loss, W
     Z = X @ W                                                     # (S,B,L)
     loss = (np.mean(_softplus(Z) - yy * Z, axis=1) + 0.5 * l2 * np.sum(W * W, axis=1))
     for k in range(K):

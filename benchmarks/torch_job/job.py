@@ -263,8 +263,10 @@ def first_batches(records, n: int):
     from dataclasses import replace
 
     keep = records.step_batch < n
+    from echosim.loop.records import SIGNAL_FIELDS
+
     per_batch = {k: getattr(records, k)[:n] for k in ("load_time", "load_censored", "wait_time", "steps_per_batch",
-                                                       "cap", "epoch")}
+                                                       "cap", "epoch", "small_batch", *SIGNAL_FIELDS)}
     per_step = {k: getattr(records, k)[keep] for k in ("step_batch", "step_start", "step_time", "loss")}
     return replace(records, **per_batch, **per_step)
 

@@ -134,12 +134,14 @@ def _cmd_plan(args) -> int:
                          "64=15ms,512=40ms), unless --records gives it")
     step = _timing_arg(args.step_time, "step-time") if args.step_time else None
     steps = _pairs(args.steps_to_target, "steps-to-target", _steps_value, echo=True) if args.steps_to_target else None
-    if steps is not None and len({k if isinstance(k, int) else None for k in steps} - {None}) < 2:
+    if (args.curves is None) != (args.target_loss is None):
+        raise ValueError(f"--{'target-loss' if args.curves else 'curves'}: give --curves and --target-loss together")
+    if steps is not None and not args.curves and len({k if isinstance(k, int) else None for k in steps} - {None}) < 2:
         n = len({k for k in steps if isinstance(k, int)})
         raise ValueError(f"--steps-to-target: the T(K) model needs steps to target without echoing at two or more "
                          f"batch sizes (B=STEPS), got {n}")
-    if args.problem is not None and steps is not None:
-        raise ValueError("--problem: give either --problem or --steps-to-target, not both")
+    if args.problem is not None and (steps is not None or args.curves):
+        raise ValueError("--problem: give either --problem or --steps-to-target/--curves, not both")
     if args.json not in (None, "-"):
         from pathlib import Path
 
@@ -156,7 +158,8 @@ def _cmd_plan(args) -> int:
             raise ValueError(f"--plot: directory {str(Path(args.plot).parent)!r} does not exist")
     result = plan(
         loader, step, batch_size=_int_items(args.batch_size, "batch-size"), records=records,
-        problem=None if steps is not None else (args.problem or "logistic"),
+        problem=None if (steps is not None or args.curves) else (args.problem or "logistic"),
+        curves=args.curves, target_loss=args.target_loss,
         steps_to_target=steps, workers=_int_items(args.workers, "workers"),
         prefetch=args.prefetch, policies=args.policies,
         echoes=None if args.echo is None else _int_items(args.echo, "echo"), max_echo=args.max_echo,
@@ -229,6 +232,12 @@ def _add_plan_parser(sub) -> None:
     pn.add_argument("--steps-to-target", action="append", metavar="B=STEPS|BxK=STEPS",
                     help="form (b): steps to target without echoing at batch size B (two or more B), or with "
                     "echo factor K (1024x4=20: 20 steps = 5 fresh batches); repeatable, several values are repeats")
+    pn.add_argument("--curves", action="append", metavar="FILE",
+                    help="form (b) from whole runs: loss per fresh batch in a CSV (columns batch_size, loss, "
+                    "optionally echo, run, fresh_batch) or records (.npz) of sync/fixed-K runs; steps to "
+                    "--target-loss are read off every curve (repeatable)")
+    pn.add_argument("--target-loss", type=float, metavar="LOSS",
+                    help="with --curves: the loss to reach (and keep, trailing mean over 10 fresh batches)")
     pn.add_argument("--workers", default="1", help="loader workers, or several to compare: 1,2,4 (default 1)")
     pn.add_argument("--prefetch", type=_positive_int, default=2, help="prefetch buffer capacity (default 2)")
     pn.add_argument("--policies", default=None, help="candidates (default sync,fixed,greedy,auto on --problem; "

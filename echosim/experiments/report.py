@@ -190,12 +190,25 @@ def _panels(tuned, summary):
     return out
 
 
+def _choice(p):
+    """`echosim.experiments.choice.choose` over the K of a panel: each K's wall-clock per seed
+    (fresh batches without a clock), its steps K·T per seed."""
+    from echosim.experiments.choice import choose
+
+    has_time = bool(np.isfinite(p["time"]).any())
+    if "T_seeds" in p:
+        times = list(p["time_seeds"] if has_time else p["T_seeds"])
+        steps = [k * row for k, row in zip(p["K"], p["T_seeds"])]
+    else:
+        times = list(p["time"] if has_time else p["T"])
+        steps = list(p["K"] * p["T"])
+    return choose(times, steps)
+
+
 def _best_k(p) -> int:
-    """Index of the K with the shortest median wall-clock (fewest fresh batches without a
-    clock); ties go to the smaller K."""
-    v = p["time"] if np.isfinite(p["time"]).any() else p["T"]
-    v = np.where(np.isnan(v), np.inf, v)
-    return int(np.argmin(v))
+    """Index of the chosen K: the rule shared with the planner (`echosim.experiments.choice`):
+    robust over seeds, the fastest within the noise, then the fewest steps."""
+    return _choice(p).index
 
 
 def regime_check(tuned, summary=None, settings: dict | None = None) -> str:
@@ -306,12 +319,34 @@ def _theory_k_sat(summary, B, s):
     return float(theory.saturation_echo(eps=eps, beta=beta, rho=rho, B=float(B))), beta, rho, eps
 
 
+def _choice_words(p, choice) -> str:
+    """Why this K and not the median's fastest, and its spread over seeds."""
+    K, t = p["K"], p["time"] if np.isfinite(p["time"]).any() else p["T"]
+    i, j = choice.index, choice.fastest_median
+    out = ""
+    if j != i and choice.why == "fewer steps":
+        out += (f"; K = {K[j]:g} is as fast within the noise ({_fmt(t[j])} against {_fmt(t[i])}) with more steps")
+    elif j != i:
+        out += (f"; K = {K[j]:g} is faster in the median ({_fmt(t[j])}) but slower on a quarter of the seeds")
+    if "T_seeds" in p:
+        seeds = p["T_seeds"]
+        lo, hi = np.quantile(np.where(np.isinf(seeds[i]), np.nan, seeds[i]), [0.1, 0.9]) \
+            if np.isfinite(seeds[i]).all() else (math.nan, math.nan)
+        bad = int(np.sum(seeds[i] >= seeds[0]))
+        if math.isfinite(lo):
+            out += f"; its fresh batches over seeds: {_fmt(lo)}-{_fmt(hi)} (10-90%)"
+        if bad:
+            out += f", no fewer than K = 1 on {bad} of {seeds.shape[1]} seeds"
+    return out
+
+
 def in_words(tuned, summary=None) -> list[str]:
     """One plain sentence per batch size: what echoing buys, and at which K."""
     out = []
     for p in _panels(tuned, summary):
         K, T, t = p["K"], p["T"], p["time"]
-        i = _best_k(p)
+        choice = _choice(p)
+        i = choice.index
         has_time = bool(np.isfinite(t).any())
         B = p["B"]
         if not np.isfinite(T[0]) and not np.isfinite(T[i]):
@@ -339,10 +374,10 @@ def in_words(tuned, summary=None) -> list[str]:
                     f"units{sure}), with {fresh}")
         else:
             gain = f"needs {fresh}"
-        rest = ""
-        if i < len(K) - 1:
+        rest = _choice_words(p, choice)
+        if i < len(K) - 1 and choice.index == choice.fastest_median:
             more_T = np.nanmin(T[i + 1:]) if np.isfinite(T[i + 1:]).any() else math.inf
-            rest = ("; more K saves no more fresh batches" if more_T >= 0.9 * T[i]
+            rest += ("; more K saves no more fresh batches" if more_T >= 0.9 * T[i]
                     else "; more K saves fresh batches but costs more in steps than it saves in waiting")
         out.append(f"B = {B}: echoing at K = {K[i]:g} {gain}{rest}.")
     return out

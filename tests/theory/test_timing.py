@@ -197,3 +197,14 @@ def test_time_optimal_echo_rejects_bad_input(kwargs, message):
     args = {**dict(eps=0.01, beta=1.0, rho=1.0, D=1.0, B=64), **kwargs}
     with pytest.raises(ValueError, match=message):
         theory.time_optimal_echo(**args)
+
+
+def test_rate_speedup_ceiling_is_choi_min_k_r_behind_a_deterministic_loader():
+    from theory import echo_speedup, rate_speedup_ceiling
+
+    for R in (0.5, 1.0, 3.0, 6.0):
+        for K in (1, 2, 4, 8):
+            rates = 1 / max(R, K), 1 / max(R, 1)
+            assert float(rate_speedup_ceiling(K, *rates)) == pytest.approx(float(echo_speedup(R, K, fresh_ratio=K)))
+    with pytest.raises(ValueError, match="rate_echo"):
+        rate_speedup_ceiling(2, 0.0, 1.0)

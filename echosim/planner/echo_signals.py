@@ -1,0 +1,151 @@
+"""What the records of the user's loop say about echoing itself, for the T(K, B) model:
+the measured gradient-noise scale (the echo model's parameter) and, from paired next-batch
+progress, how much a fresh batch's K steps move the loss on data they have not seen,
+against K = 1.
+
+Both read `echosim.loop.Records` and nothing else (the loop is not changed here):
+
+- `measured_noise_scale`: ``Records.noise_scale()`` (McCandlish's tr Sigma / |G|^2 from
+  gradient norms at two sizes), the median over the second half of each run that
+  reported it: the noise scale where the target is reached, not at the start.
+- `echo_gains`: for each (B, K) with both a fixed-K run and a sync run at the same B, the
+  ratio of the progress per fresh batch under K to that under K = 1, with its standard
+  error in log: the mean paired next-batch progress (``Records.paired_progress``: the
+  loss of batch t+1 before and after batch t's steps) where the loop reported it, else
+  the slope of the run's first-step losses (the loss curve of a pilot's segment). It is K_eff(K) of the echo model, measured: 1 where echoed
+  steps only fit the batch's noise, K where each is worth a fresh one. It compares like
+  with like only when the runs cover the same stretch of training (a pilot's interleaved
+  segments do; two runs from the same start over the same number of batches roughly do).
+
+Examples
+--------
+>>> measured_noise_scale([]) is None
+True
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+__all__ = ["measured_noise_scale", "echo_gains"]
+
+
+def _flat(records) -> list:
+    from echosim.planner.recorded import _flatten
+
+    if records is None or (isinstance(records, (list, tuple)) and not records):
+        return []
+    return [(B if B is not None else r.batch_size, r) for B, r in _flatten(records)]
+
+
+def measured_noise_scale(records) -> float | None:
+    """The median of ``Records.noise_scale()`` over the second half of the fresh batches of each
+    run that reported gradient norms at two sizes (pooled); None if none did."""
+    vals = []
+    for _, r in _flat(records):
+        ns = np.asarray(r.noise_scale(), dtype=float)
+        tail = ns[ns.size // 2:]
+        vals.extend(tail[np.isfinite(tail) & (tail > 0)])
+    return float(np.median(vals)) if vals else None
+
+
+def _paired(r, min_batches: int):
+    """(mean paired next-batch progress, its variance, n) of one run, or None with fewer than
+    `min_batches` readings."""
+    p = np.asarray(r.paired_progress, dtype=float)
+    p = p[np.isfinite(p)]
+    if p.size >= min_batches:
+        return float(p.mean()), float(p.var(ddof=1) / p.size), int(p.size)
+    return None
+
+
+def _curve(r, window: int = 3) -> np.ndarray | None:
+    """The run's first-step losses per fresh batch (first epoch only), NaN gaps filled forward,
+    smoothed by a trailing mean over `window` readings; None with fewer than 4 readings."""
+    fl = np.asarray(r.first_loss, dtype=float)
+    if r.epoch.size and int(np.max(r.epoch)) > 0:  # later epochs: training losses, not the population's
+        fl = fl[np.asarray(r.epoch) == 0]
+    ok = np.isfinite(fl)
+    if ok.sum() < 4:
+        return None
+    idx = np.maximum.accumulate(np.where(ok, np.arange(fl.size), -1))
+    fl = np.where(idx >= 0, fl[np.maximum(idx, 0)], np.nan)[int(np.argmax(ok)):]
+    c = np.concatenate([[0.0], np.cumsum(fl)])
+    n = np.arange(1, fl.size + 1)
+    lo = np.maximum(n - window, 0)
+    return (c[n] - c[lo]) / (n - lo)
+
+
+def _batches_to(curve: np.ndarray, level: float) -> float:
+    hit = np.flatnonzero(curve <= level)
+    return float(hit[0] + 1) if hit.size else math.inf
+
+
+def _curve_gain(base: list, echoed: list, levels: int = 8):
+    """(K_eff, log standard error, n) from loss curves: the fresh batches each run needs from a
+    first loss level to lower ones that every run reaches, K = 1's over K's, the median over
+    the levels."""
+    curves = base + echoed
+    top = max(float(np.max(c[:2])) for c in curves)  # above every early reading: no run is at it yet
+    floor = max(float(np.min(c)) for c in curves)    # the lowest level every run reaches
+    if not floor < top:
+        return None
+    Ls = np.linspace(top, floor, levels + 2)[1:]
+    t1 = [np.mean([_batches_to(c, L) for c in base]) for L in Ls]
+    tk = [np.mean([_batches_to(c, L) for c in echoed]) for L in Ls]
+    ratios = []
+    for j in range(1, Ls.size):  # batches from the first level to each lower one: start-up offsets cancel
+        d1, dk = t1[j] - t1[0], tk[j] - tk[0]
+        if math.isfinite(d1) and math.isfinite(dk) and d1 > 0 and dk > 0:
+            ratios.append(d1 / dk)
+    if len(ratios) < 3:
+        return None
+    lr = np.log(ratios)
+    return float(np.exp(np.median(lr))), max(float(np.std(lr)), 0.15), int(sum(c.size for c in echoed))
+
+
+def echo_gains(records, min_batches: int = 8) -> dict:
+    """{(B, K): (K_eff, log standard error, n)}: fixed-K runs against sync runs at the same B.
+
+    Where every run of the pair reported paired next-batch progress (`min_batches` readings
+    or more), K_eff is the ratio of its mean under K to that under sync (runs of one (B, K)
+    averaged, standard error by the delta method). Otherwise it comes from the loss curves:
+    the fresh batches each run needs to bring its (smoothed) first-step loss from a first
+    level down to lower ones every run reaches, K = 1's over K's, the median over the levels
+    (standard error: their
+    spread, at least 0.15). Either is clipped to [1/K, K]. Runs compare like with like when
+    they cover the same stretch of training: a pilot's interleaved segments, or runs from the
+    same start."""
+    by_b: dict = {}
+    for B, r in _flat(records):
+        if B is None or r.policy not in ("sync", "fixed"):
+            continue
+        K = 1 if r.policy == "sync" else int(r.echo)
+        by_b.setdefault(int(B), {}).setdefault(K, []).append(r)
+    out = {}
+    for B, per_k in by_b.items():
+        if 1 not in per_k:
+            continue
+        base_p = [_paired(r, min_batches) for r in per_k[1]]
+        base_c = [c for c in (_curve(r) for r in per_k[1]) if c is not None and c.size >= min_batches]
+        for K, runs in per_k.items():
+            if K == 1:
+                continue
+            ps = [_paired(r, min_batches) for r in runs]
+            est = None
+            if all(p is not None for p in ps + base_p):
+                m1 = float(np.mean([e[0] for e in base_p]))
+                v1 = float(np.sum([e[1] for e in base_p])) / len(base_p) ** 2
+                mk = float(np.mean([e[0] for e in ps]))
+                vk = float(np.sum([e[1] for e in ps])) / len(ps) ** 2
+                if m1 > 0:
+                    se = math.sqrt(vk / mk ** 2 + v1 / m1 ** 2) if mk > 0 else math.sqrt(v1) / m1 + 1.0
+                    est = (mk / m1, se, int(sum(e[2] for e in ps)))
+            if est is None and base_c:
+                cs = [c for c in (_curve(r) for r in runs) if c is not None and c.size >= min_batches]
+                est = _curve_gain(base_c, cs) if cs else None
+            if est is not None:
+                out[(B, K)] = (float(np.clip(est[0], 1.0 / K, float(K))), est[1], est[2])
+    return out
