@@ -92,13 +92,13 @@ os.environ.setdefault("MKL_NUM_THREADS", "1")
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import numpy as np  # noqa: E402
+import numpy as np
+from auto_suite import report
+from auto_suite.loop import POLICIES, policy_label, rotated, run_task
+from auto_suite.numpy_cases import MLPTask, bench_auto_tasks
+from auto_suite.scripted import scripted_tasks
 
-from auto_suite import report  # noqa: E402
-from auto_suite.loop import POLICIES, policy_label, rotated, run_task  # noqa: E402
-from auto_suite.numpy_cases import MLPTask, bench_auto_tasks  # noqa: E402
-from auto_suite.scripted import scripted_tasks  # noqa: E402
-from echosim.experiments.specs import _jsonable  # noqa: E402  (NumPy values to JSON, as the sweep does)
+from echosim.experiments.specs import _jsonable
 
 TORCH_CASES = ("torch-digits-momentum", "torch-shapes-adam")
 
@@ -248,6 +248,19 @@ def main(argv=None) -> int:
           + (f"; auto {auto}" if auto else "") + "\n", flush=True)
     t_all, load_start = time.perf_counter(), os.getloadavg()
     results, every = [], []
+
+    def write_out():  # after every case: an interrupted suite keeps the cases it finished
+        doc = {"command": ["benchmarks/bench_auto_suite.py", *(sys.argv[1:] if argv is None else argv)],
+               "versions": {"python": platform.python_version(), "numpy": np.__version__,
+                            "echosim": echosim.__version__},
+               "loadavg": [list(load_start), list(os.getloadavg())], "time_scale": args.time_scale,
+               "policies": [policy_label(p) for p in policies], "complete": len(results) == len(names),
+               "results": results, "runs": every, "torch_missing": torch_missing}
+        tmp = args.out + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(_strict(_jsonable(doc)), f, allow_nan=False)
+        os.replace(tmp, args.out)
+
     for name in names:
         task = tasks[name]
         if args.quick or args.budget or args.target:
@@ -263,23 +276,14 @@ def main(argv=None) -> int:
         print(report.case_markdown(res), flush=True)
         results.append(res)
         every.extend(runs)
+        if args.out:
+            write_out()
     if results:
         print("## Summary\n")
         print(report.summary_markdown(results))
     load_end = os.getloadavg()
     print(f"- load average at the start {load_start[0]:.2f}, at the end {load_end[0]:.2f}; "
           f"{time.perf_counter() - t_all:.0f} s in all")
-    if args.out and not args.scan:
-        doc = {"command": ["benchmarks/bench_auto_suite.py", *(sys.argv[1:] if argv is None else argv)],
-               "versions": {"python": platform.python_version(), "numpy": np.__version__,
-                            "echosim": echosim.__version__},
-               "loadavg": [list(load_start), list(load_end)], "time_scale": args.time_scale,
-               "policies": [policy_label(p) for p in policies], "results": results,
-               "runs": every, "torch_missing": torch_missing}
-        tmp = args.out + ".tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(_strict(_jsonable(doc)), f, allow_nan=False)
-        os.replace(tmp, args.out)
     return 0
 
 

@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
 import bench_auto
+import numpy as np
 
 
 class ProblemTask:
@@ -18,7 +17,7 @@ class ProblemTask:
     metric = "excess risk"
     smooth = True
 
-    def __init__(self, case: "bench_auto.Case"):
+    def __init__(self, case: bench_auto.Case):
         self.case = case
         self.name, self.title = case.name, case.title
         self.B, self.lr, self.budget, self.target = case.B, case.lr, case.budget, case.target

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
 import bench_auto
+import numpy as np
 
 from .loop import WINDOW
 
@@ -141,11 +140,11 @@ def case_result(task, runs: list, seeds: list, load: tuple, seconds: float) -> d
 
 def case_markdown(res: dict) -> str:
     L = [f"### {res['title']} (`{res['case']}`)\n", res["describe"] + ".\n",
-         f"Loader {1e3 * res['t_load']:g} ms per fresh batch, step {1e3 * res['t_step']:g} ms (R = {res['R']:.0f}); "
+         (f"Loader {1e3 * res['t_load']:g} ms per fresh batch, step {1e3 * res['t_step']:g} ms (R = {res['R']:.0f}); "
          f"seeds {res['seeds']}; load average {res['loadavg'][0]:.2f} at the start, {res['loadavg'][1]:.2f} at "
-         f"the end; {res['seconds']:.0f} s; signals {', '.join(res['signals'])}.\n",
-         "| policy | median s to target | per seed (s) | fresh batches to target (median) | mean K | "
-         "loader ms / step ms (in the loop) | one run (s) |",
+         f"the end; {res['seconds']:.0f} s; signals {', '.join(res['signals'])}.\n"),
+         ("| policy | median s to target | per seed (s) | fresh batches to target (median) | mean K | "
+         "loader ms / step ms (in the loop) | one run (s) |"),
          "|---|---:|---|---:|---:|---:|---:|"]
     for p, m in res["median_s"].items():
         tag = " (best)" if p == res["best"] else ""
@@ -174,8 +173,8 @@ def case_markdown(res: dict) -> str:
 
 
 def summary_markdown(results: list) -> str:
-    L = ["| case | best fixed | its median s | sync median s | echoing pays | auto median s | auto / best | "
-         "auto / best per seed | auto / sync | no cap decrease | no switch down | cap at 1 (batch) | checks |",
+    L = [("| case | best fixed | its median s | sync median s | echoing pays | auto median s | auto / best | "
+         "auto / best per seed | auto / sync | no cap decrease | no switch down | cap at 1 (batch) | checks |"),
          "|---|---|---:|---:|---|---:|---:|---|---:|---:|---:|---|---|"]
     for r in results:
         b = r["best"]

@@ -75,7 +75,7 @@ class ScriptedTask:
         return float(self.curve(w[0])) + batch[1]
 
     def probe(self, w, seed: int) -> float:
-        rng = np.random.default_rng([seed, 11, int(round(1e6 * w[0]))])
+        rng = np.random.default_rng([seed, 11, round(1e6 * float(w[0])) % 2**63])  # s < 0 where echoing hurts
         return float(self.curve(w[0])) + 0.25 * self.sigma * float(rng.standard_normal())
 
     def evaluate(self, checkpoints) -> np.ndarray:

@@ -171,7 +171,8 @@ class Images(Dataset):
         k = int(rng.integers(4))
         if k:
             img = img.transpose((Image.ROTATE_90, Image.ROTATE_180, Image.ROTATE_270)[k - 1])
-        return img.point(lambda v, g=rng.uniform(0.8, 1.2): min(255, int(v * g)))
+        gain = rng.uniform(0.8, 1.2)
+        return img.point(lambda v: min(255, int(v * gain)))
 
     def __getitem__(self, i):
         t0 = time.perf_counter()
