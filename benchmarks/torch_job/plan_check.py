@@ -69,14 +69,16 @@ def predicted_interval(timing, label: str, batch_size: int, *, max_echo: int = 6
     candidate's pipeline (loader and step from `timing`), simulated for `n` fresh batches,
     the median over `seeds` runs of makespan / n."""
     from echosim.pipeline.schedule import simulate
-    from echosim.planner.advisor import _pipeline
+    from echosim.planner.candidates import Candidate
+    from echosim.planner.modelled import pipeline
 
     if label not in PLANNED:
         raise ValueError(f"label: expected one of {', '.join(PLANNED)}, got {label!r}")
     policy, echo = PLANNED[label]
     loader, step, _ = timing.for_candidate(policy, echo, batch_size)
-    c = {"policy": policy, "echo": echo, "workers": 1, "loader_time": loader, "step_time_dist": step}
-    p = _pipeline(c, {"prefetch": prefetch, "max_echo": max_echo})
+    c = Candidate(policy, float(echo) if echo is not None else float("nan"), batch_size, 1, float("nan"),
+                  max_echo if policy == "greedy" else None)
+    p = pipeline(c, loader, step, prefetch)
     seqs = np.random.SeedSequence([seed, 18, batch_size]).spawn(seeds)
     return float(np.median([1.0 / simulate(p, n, seed=s).summary()["throughput"] for s in seqs]))
 
