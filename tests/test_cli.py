@@ -5,6 +5,7 @@ import io
 import json
 import os
 import sys
+import subprocess
 import textwrap
 
 import pytest
@@ -418,7 +419,17 @@ def test_ctrl_c_gives_one_line_and_exit_130_in_every_phase(tiny, tmp_path):
             time.sleep(0.05)
         assert not waiting, f"never reached: {sorted(waiting)}"
         for phase, (flag, proc) in procs.items():
-            _, err = proc.communicate(timeout=120)
+            try:
+                _, err = proc.communicate(timeout=120)
+            except subprocess.TimeoutExpired:  # say what the process was doing, then fail
+                try:
+                    with open(f"/proc/{proc.pid}/status") as f:
+                        state = " ".join(line.strip() for line in f if line.startswith(("State", "Sig", "Threads")))
+                except OSError:
+                    state = "?"
+                os.killpg(proc.pid, signal.SIGKILL)
+                _, err = proc.communicate()
+                raise AssertionError(f"{phase}: no exit within 120 s of Ctrl-C ({state}); stderr: {err[-2000:]}")
             lines = [line for line in err.splitlines() if line.strip()]
             assert flag.exists(), (phase, err)
             # -2: killed by SIGINT, which a shell also reports as 130 (Python 3.11 re-raises SIGINT at exit
