@@ -349,7 +349,10 @@ def test_figures_subcommand_makes_one_quick_figure(tmp_path, capsys):
 # --------------------------------------------------------------------------- Ctrl-C
 
 _BLOCK_AT = """
-import importlib, sys, threading
+import importlib, signal, sys, threading
+# Ctrl-C as in a terminal, even where the test runner itself was started with SIGINT ignored
+# (a background job of a non-interactive shell), which a child would otherwise inherit
+signal.signal(signal.SIGINT, signal.default_int_handler)
 flag, target, argv = sys.argv[1], sys.argv[2], sys.argv[3:]
 parts = target.split(".")
 for i in range(len(parts) - 1, 0, -1):
