@@ -34,6 +34,10 @@ number of steps where the policy fixes it; ``on_epoch`` is called before every p
 (``torch.cuda.synchronize``: step times of an asynchronous device); `is_echo` tells a
 repeated batch; `verdict` answers "is my loader the bottleneck?" in one line.
 
+This module is the iterator the loop holds. Its background thread and buffer live in
+`echosim.loop.feed`, the checks of its arguments and of reported values in
+`echosim.loop.arguments`, and what it measures is stored by `echosim.loop.recorder`.
+
 Examples
 --------
 >>> list(echoing(range(3), 2))
@@ -47,175 +51,35 @@ Examples
 
 from __future__ import annotations
 
-import atexit
 import collections
 import contextlib
 import math
-import numbers
-import threading
 import time
 import warnings
 import weakref
-from collections.abc import Callable, Iterable, Iterator
-
-import numpy as np
+from collections.abc import Callable, Iterable
 
 from echosim.control import Driver, diverging, make_controller
+from echosim.control.auto import AUTO_DEFAULTS
+from echosim.loop.arguments import (
+    as_real,
+    batch_len,
+    callable_name,
+    check_arguments,
+    check_grad_sq,
+    hint_set_epoch,
+    len_or_none,
+    read_later,
+    synced,
+)
+from echosim.loop.feed import Failure, Feed
 from echosim.loop.recorder import KEEP_STEPS, Recorder
 from echosim.loop.records import _seconds
-from echosim.control.auto import AUTO_DEFAULTS, AUTO_OPTIONS, check_auto_option
 
 __all__ = ["echoing"]
 
-_END = object()
 _RECENT = 32  # load times behind the overdue test of greedy's decision
 _MAX_UNREAD = 1024  # losses reported as tensors, kept unread at most (`report`)
-
-
-class _Failure:
-    def __init__(self, exc: BaseException):
-        self.exc = exc
-
-
-class _Feed:
-    """The producer side, shared with the background thread. It holds no reference to the
-    `echoing` object, so that dropping the iterator can stop the thread (a finalizer)."""
-
-    def __init__(self, iterable, epochs, capacity: int, clock, on_epoch=None):
-        self.iterable = iterable
-        self.epochs = epochs
-        self.on_epoch = on_epoch
-        self.thread: threading.Thread | None = None
-        self.capacity = capacity
-        self.clock = clock
-        self.cond = threading.Condition()
-        self.items: collections.deque = collections.deque()
-        self.stopped = False
-        self.pending = None  # an item the thread holds while the buffer is full: `take` places it
-        self.free_since = clock()  # when the thread last became free to produce the next batch
-
-    def ready(self) -> bool:
-        return bool(self.items)
-
-    def run(self) -> None:
-        epoch = 0
-        blocked = False
-        try:
-            while not self.stopped and (self.epochs is None or epoch < self.epochs):
-                if self.on_epoch is not None:
-                    _call_hook(self.on_epoch, epoch)
-                it = iter(self.iterable)
-                produced = False
-                while not self.stopped:
-                    t0 = self.clock()
-                    try:
-                        item = next(it)
-                    except StopIteration:
-                        break
-                    t1 = self.clock()
-                    produced = True
-                    blocked = self._put((item, t1 - t0, blocked, epoch))
-                    item = None
-                it = None
-                if not produced and epoch > 0:
-                    break  # a re-iterable that came back empty: do not spin
-                epoch += 1
-            self._put(_END)
-        except BaseException as exc:  # noqa: BLE001 - handed to the consumer
-            self._put(_Failure(exc))
-        finally:
-            self.iterable = self.on_epoch = None  # let the loader (and its worker processes) go
-
-    def _put(self, item) -> bool:
-        """Append `item` when there is room; True if the buffer was full on arrival."""
-        with self.cond:
-            blocked = len(self.items) >= self.capacity
-            if blocked:
-                # wait for room; the taker places the item itself when it makes room (so that
-                # it need not wait for this thread to be scheduled again to find it ready)
-                self.pending = item
-                while self.pending is not None and not self.stopped:
-                    self.cond.wait()
-                self.pending = None
-                self.free_since = self.clock()
-                return blocked
-            if self.stopped:
-                return blocked
-            self.items.append(item)
-            self.free_since = self.clock()
-            self.cond.notify_all()
-        return blocked
-
-    def take(self, timeout: float | None = None):
-        """The next item, waiting for it (None on timeout)."""
-        with self.cond:
-            if not self.items and not self.cond.wait_for(self.ready, timeout):
-                return None
-            item = self.items.popleft()
-            if self.pending is not None:  # the thread waits for room with its next item: place it
-                self.items.append(self.pending)
-                self.pending = None
-                self.cond.notify_all()
-            return item
-
-    def stop(self) -> None:
-        with self.cond:
-            self.stopped = True
-            self.pending = None
-            self.items.clear()
-            self.cond.notify_all()
-
-
-def _call_hook(hook, epoch: int) -> None:
-    """``hook(epoch)``; an error it raises names it (it reaches the loop from the thread)."""
-    try:
-        hook(epoch)
-    except BaseException as exc:
-        exc.add_note(f"raised by echoing's on_epoch hook {_name(hook)} at the start of epoch {epoch} "
-                     "(in echoing's background thread); the iterator is closed")
-        raise
-
-
-def _name(f) -> str:
-    """A callable's dotted name for messages and records (``time.perf_counter``)."""
-    qual = getattr(f, "__qualname__", None) or type(f).__name__
-    mod = getattr(f, "__module__", None)
-    if mod is None and getattr(f, "__self__", None) is not None:
-        mod = type(f.__self__).__module__
-    return f"{mod}.{qual}" if mod and mod != "builtins" else qual
-
-
-# Feeds whose thread was started: stopped and joined before the interpreter shuts down. A
-# daemon thread still inside a loader's C code (a DataLoader) at shutdown aborts the process.
-_LIVE: "weakref.WeakSet[_Feed]" = weakref.WeakSet()
-_EXIT_JOIN = 10.0  # seconds, in all, to let the threads finish the batch they are producing
-
-
-def _stop_all_at_exit() -> None:
-    feeds = list(_LIVE)
-    for feed in feeds:
-        feed.stop()
-    deadline = time.monotonic() + _EXIT_JOIN
-    for feed in feeds:
-        thread = feed.thread
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(max(0.0, deadline - time.monotonic()))
-
-
-def _batch_len(batch) -> int | None:
-    """The number of examples in a batch, where it can be read off (first array-like field)."""
-    b = batch
-    for _ in range(3):
-        shape = getattr(b, "shape", None)
-        if shape is not None and len(shape) >= 1:
-            return int(shape[0])
-        if isinstance(b, (list, tuple)) and b:
-            b = b[0]
-        elif isinstance(b, dict) and b:
-            b = next(iter(b.values()))
-        else:
-            return None
-    return None
 
 
 class echoing:  # noqa: N801 - used like a function: `for batch in echoing(loader):`
@@ -292,43 +156,8 @@ class echoing:  # noqa: N801 - used like a function: `for batch in echoing(loade
                  clock: Callable[[], float] = time.perf_counter, auto: dict | None = None,
                  on_epoch: Callable[[int], object] | None = None, sync: Callable[[], object] | None = None,
                  keep_steps: int = KEEP_STEPS):
-        allowed = "'greedy', 'sync', 'auto' or an integer K >= 1"
-        if isinstance(policy, str):
-            if policy not in ("greedy", "sync", "auto"):
-                raise ValueError(f"policy: expected {allowed}, got {policy!r}")
-            self.K = 1 if policy == "sync" else None
-        elif isinstance(policy, numbers.Integral) and not isinstance(policy, bool) and policy >= 1:
-            self.K = int(policy)
-        else:
-            raise ValueError(f"policy: expected {allowed}, got {policy!r}")
-        for name, v in (("max_echo", max_echo), ("prefetch", prefetch), ("keep_steps", keep_steps)):
-            if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 1:
-                raise ValueError(f"{name}: expected an integer >= 1, got {v!r}")
-        if epochs is not None and (isinstance(epochs, bool) or not isinstance(epochs, numbers.Integral)
-                                   or epochs < 1):
-            raise ValueError(f"epochs: expected an integer >= 1 or None (repeat until the loop stops), "
-                             f"got {epochs!r}")
-        if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral)
-                                       or batch_size < 1):
-            raise ValueError(f"batch_size: expected an integer >= 1, got {batch_size!r}")
-        if not callable(clock):
-            raise ValueError(f"clock: expected a callable returning seconds, got {clock!r}")
-        _check_clock(clock)
-        for name, f in (("on_epoch", on_epoch), ("sync", sync)):
-            if f is not None and not callable(f):
-                raise ValueError(f"{name}: expected a callable, got {type(f).__name__} {f!r:.60}")
-        if not isinstance(iterable, Iterable):
-            raise ValueError(f"iterable: expected an iterable of batches (e.g. a DataLoader), got "
-                             f"{type(iterable).__name__}")
-        if epochs != 1 and isinstance(iterable, Iterator):
-            raise ValueError("epochs: this iterable is a one-pass iterator (a generator?), which cannot be "
-                             "re-iterated; pass a re-iterable such as a DataLoader or a list, or epochs=1")
-        if auto is not None and policy != "auto":
-            raise ValueError(f"auto: options of policy 'auto', but policy is {policy!r}")
-        if auto is not None and not isinstance(auto, dict):
-            raise ValueError(f"auto: expected a dict of options {', '.join(AUTO_OPTIONS)}, got {auto!r}")
-        for k, v in (auto or {}).items():
-            check_auto_option(k, v)
+        self.K = check_arguments(iterable, policy, max_echo, prefetch, epochs, batch_size, clock, auto, on_epoch,
+                                 sync, keep_steps)
         self.policy = policy if policy in ("greedy", "auto") else ("sync" if self.K == 1 else "fixed")
         self.max_echo = int(max_echo)
         self._controller = make_controller(self.policy, K=self.K or 1, max_echo=self.max_echo, options=auto)
@@ -337,12 +166,12 @@ class echoing:  # noqa: N801 - used like a function: `for batch in echoing(loade
         self._clock = clock
         self._sync = sync
         # the loop's clock readings: `sync` first, if given (the no-sync path reads the clock alone)
-        self._read = clock if sync is None else _synced(clock, sync)
-        self.clock = _name(clock) + (f" after {_name(sync)}()" if sync is not None else "")
+        self._read = clock if sync is None else synced(clock, sync)
+        self.clock = callable_name(clock) + (f" after {callable_name(sync)}()" if sync is not None else "")
         self._epochs = epochs
-        self._n_batches = _len_or_none(iterable)
+        self._n_batches = len_or_none(iterable)
         if on_epoch is None and epochs != 1:
-            _hint_set_epoch(iterable)
+            hint_set_epoch(iterable)
         self._batch_size = None if batch_size is None else int(batch_size)
         self._batch_size_given = batch_size is not None
         # what is measured, in bounded memory (echosim.loop.recorder): per fresh batch, and per step
@@ -369,20 +198,15 @@ class echoing:  # noqa: N801 - used like a function: `for batch in echoing(loade
         self._warned_nan = False
         self._iterable_type = type(iterable).__name__
         self._unread: dict[int, object] = {}  # step -> a reported tensor not read yet (`report`)
-        self._feed = _Feed(iterable, epochs, int(prefetch), clock, on_epoch)
-        self._thread = threading.Thread(target=self._feed.run, name="echosim-echoing", daemon=True)
-        self._feed.thread = self._thread
+        self._feed = Feed(iterable, epochs, int(prefetch), clock, on_epoch)
+        self._thread = self._feed.thread
         self._finalizer = weakref.finalize(self, self._feed.stop)
 
     def _start(self) -> None:
         """Start the background thread (at the first request), once."""
         if self._thread.ident is not None or self._feed.stopped:
             return
-        # registered (again) after the loader's own exit hooks, such as a DataLoader's: runs before them
-        atexit.unregister(_stop_all_at_exit)
-        atexit.register(_stop_all_at_exit)
-        _LIVE.add(self._feed)
-        self._thread.start()
+        self._feed.start()
 
     # ---- what is measured per fresh batch, as lists (the values are held compactly: `_rec`)
 
@@ -476,15 +300,15 @@ class echoing:  # noqa: N801 - used like a function: `for batch in echoing(loade
             return False
         t1 = self._read() - self._paused
         self._finish_batch()
-        if type(item) is not tuple:  # _END or a _Failure
+        if type(item) is not tuple:  # END or a Failure (echosim.loop.feed)
             self._done = True
-            if isinstance(item, _Failure):
+            if isinstance(item, Failure):
                 self.close()
                 raise item.exc
             raise StopIteration
         batch, load, censored, epoch = item
         if self._batch_size is None and not rec.load_time:
-            self._batch_size = _batch_len(batch)
+            self._batch_size = batch_len(batch)
         rec.load_time.append(load)  # rec.add_batch(load, censored, epoch, t1 - t0), inlined
         rec.censored.append(censored)
         if epoch != rec._epoch:
@@ -608,11 +432,11 @@ class echoing:  # noqa: N801 - used like a function: `for batch in echoing(loade
         if type(loss) is float:
             value, deferred = loss, None
         else:
-            deferred = _deferred("report: loss", loss)
+            deferred = read_later("report: loss", loss)
             if deferred is not None and (self._k == 1 and self.policy == "auto"
                                          or lagged_loss is not None and not isinstance(lagged_loss, tuple)):
                 deferred = None  # its value is needed now
-            value = math.nan if deferred is not None else _real("report: loss", loss)
+            value = math.nan if deferred is not None else as_real("report: loss", loss)
         losses = self._loss
         if not losses:
             raise ValueError("report: no step has been taken yet (report the loss after each step)")
@@ -627,12 +451,12 @@ class echoing:  # noqa: N801 - used like a function: `for batch in echoing(loade
             pair = lagged_loss if isinstance(lagged_loss, tuple) else (lagged_loss, None)
             if len(pair) != 2:
                 raise ValueError(f"report: lagged_loss: expected a number or a pair of numbers, got {lagged_loss!r:.80}")
-            extra["lagged_before"] = _real("report: lagged_loss", pair[0])
-            extra["lagged_after"] = value if pair[1] is None else _real("report: lagged_loss", pair[1])
+            extra["lagged_before"] = as_real("report: lagged_loss", pair[0])
+            extra["lagged_after"] = value if pair[1] is None else as_real("report: lagged_loss", pair[1])
         if probe is not None:
-            extra["probe"] = _real("report: probe", probe)
+            extra["probe"] = as_real("report: probe", probe)
         if grad_sq is not None:
-            small, sq_small, sq_full = _grad_sq(grad_sq, self._batch_size)
+            small, sq_small, sq_full = check_grad_sq(grad_sq, self._batch_size)
         if deferred is not None:
             self._unread[j] = deferred
             bad = [k for k, v in extra.items() if diverging(v)] if extra else ()
@@ -678,7 +502,7 @@ class echoing:  # noqa: N801 - used like a function: `for batch in echoing(loade
         unread, self._unread = self._unread, {}
         losses, first = self._loss, self._rec.folded_steps
         for j in sorted(unread):
-            value = _real("report: loss", unread[j])
+            value = as_real("report: loss", unread[j])
             losses[j - first] = value
             if diverging(value):
                 self._diverged("loss", value, j, stacklevel=4)
@@ -744,103 +568,3 @@ class echoing:  # noqa: N801 - used like a function: `for batch in echoing(loade
         if not self._load_time:
             raise ValueError("trace: no batch has been produced yet")
         return self.records().trace(mode)
-
-
-def _len_or_none(iterable) -> int | None:
-    try:
-        return int(len(iterable))
-    except (TypeError, ValueError, NotImplementedError):  # no len (an IterableDataset's loader raises)
-        return None
-
-
-def _hint_set_epoch(iterable) -> None:
-    """Say so when echoing re-iterates a loader whose sampler reshuffles by ``set_epoch``."""
-    sampler = getattr(iterable, "sampler", None)
-    if callable(getattr(sampler, "set_epoch", None)):
-        warnings.warn(f"echoing: the loader's sampler ({type(sampler).__name__}) has set_epoch, and echoing passes "
-                      "over the loader more than once: pass on_epoch=loader.sampler.set_epoch so that every pass "
-                      "is shuffled anew", RuntimeWarning, stacklevel=3)
-
-
-def _real(name: str, value) -> float:
-    """A real number from a Python or NumPy scalar, a 0-d array or a 0-d tensor of any framework;
-    ValueError naming `name` and the type for anything else."""
-    if isinstance(value, (bool, np.bool_, str, bytes)) or isinstance(value, (list, tuple, dict, set)):
-        raise ValueError(f"{name}: expected a real number (a float, or a 0-d array or tensor), got "
-                         f"{type(value).__name__} {value!r:.60}")
-    if isinstance(value, numbers.Real):
-        try:
-            return float(value)
-        except OverflowError:
-            raise ValueError(f"{name}: {value!r:.40} does not fit a float") from None
-    shape = getattr(value, "shape", None)
-    if shape is None or not hasattr(value, "item"):
-        raise ValueError(f"{name}: expected a real number (a float, or a 0-d array or tensor), got "
-                         f"{type(value).__name__}")
-    if tuple(shape) != ():
-        raise ValueError(f"{name}: expected a scalar (0-d), got a {type(value).__name__} of shape {tuple(shape)}")
-    is_complex = getattr(value, "is_complex", None)
-    dtype = getattr(value, "dtype", None)
-    if (callable(is_complex) and is_complex()) or (isinstance(dtype, np.dtype) and dtype.kind == "c"):
-        raise ValueError(f"{name}: expected a real number, got a complex {type(value).__name__}")
-    try:
-        v = value.item()
-    except Exception as exc:  # noqa: BLE001 - a tensor on a device it cannot be read from
-        raise ValueError(f"{name}: could not read the value of this {type(value).__name__} "
-                         f"({type(exc).__name__}: {exc})"[:300]) from None
-    if isinstance(v, bool) or not isinstance(v, numbers.Real):
-        raise ValueError(f"{name}: expected a real number, got {type(value).__name__} holding {type(v).__name__}")
-    return float(v)
-
-
-def _deferred(name: str, value):
-    """A 0-d tensor of a framework other than NumPy, checked without reading its value and
-    detached from any autograd graph, to be read later; None for anything else (read now)."""
-    if isinstance(value, (numbers.Number, np.ndarray, np.generic, str, bytes, list, tuple, dict, set)):
-        return None
-    shape = getattr(value, "shape", None)
-    if shape is None or not hasattr(value, "item"):
-        return None  # _real says what is wrong with it
-    if tuple(shape) != ():
-        raise ValueError(f"{name}: expected a scalar (0-d), got a {type(value).__name__} of shape {tuple(shape)}")
-    is_complex = getattr(value, "is_complex", None)
-    if callable(is_complex) and is_complex():
-        raise ValueError(f"{name}: expected a real number, got a complex {type(value).__name__}")
-    if "bool" in str(getattr(value, "dtype", "")) or getattr(value, "is_meta", False):
-        return None  # _real refuses it (a tensor without data has no value to read later either)
-    detach = getattr(value, "detach", None)
-    return detach() if callable(detach) else value
-
-
-def _synced(clock, sync):
-    """A reading of `clock` after a call of `sync` (``echoing(sync=...)``)."""
-    def read():
-        sync()
-        return clock()
-    return read
-
-
-def _check_clock(clock) -> None:
-    """One call of `clock`: it must return a finite real number (seconds)."""
-    try:
-        t = clock()
-    except Exception as exc:  # noqa: BLE001 - the user's clock, named in the message
-        raise ValueError(f"clock: calling it raised {type(exc).__name__}: {exc}"[:200]) from None
-    if isinstance(t, (bool, np.bool_)) or not isinstance(t, numbers.Real) or not math.isfinite(t):
-        raise ValueError(f"clock: expected a callable returning seconds (a finite real number), it returned "
-                         f"{type(t).__name__} {t!r:.40}")
-
-
-def _grad_sq(value, B):
-    """(b, |g_b|^2, |g_B|^2) checked: 1 <= b < B integers, squared norms finite and >= 0."""
-    if not isinstance(value, tuple) or len(value) != 3:
-        raise ValueError(f"report: grad_sq: expected a tuple (b, |g_b|^2, |g_B|^2), got {value!r:.80}")
-    b = value[0]
-    if B is None:
-        raise ValueError("report: grad_sq: the batch size B is unknown (pass batch_size= to echoing)")
-    if isinstance(b, bool) or not isinstance(b, numbers.Integral) or not 1 <= b < B:
-        raise ValueError(f"report: grad_sq: b must be an integer in 1..{B - 1} (a part of the batch of B = {B}), got {b!r}")
-    sq = [_real("report: grad_sq", x) for x in value[1:]]
-    if not all(math.isfinite(x) and x >= 0 for x in sq):
-        raise ValueError(f"report: grad_sq: squared norms must be finite and >= 0, got {sq}")
-    return int(b), sq[0], sq[1]

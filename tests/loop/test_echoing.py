@@ -11,7 +11,8 @@ import warnings
 import numpy as np
 import pytest
 
-from echosim.loop.echoing import _Feed, echoing
+from echosim.loop.echoing import echoing
+from echosim.loop.feed import Feed
 from echosim.loop.records import load_records
 
 TIMEOUT = 30  # seconds; only a guard against a hang, never a timing assumption
@@ -273,7 +274,7 @@ def test_head_keeps_the_decisions_taken_before_its_end():
 def test_a_put_into_a_full_buffer_marks_the_next_batch_censored():
     """While the thread waits with a full buffer, a loader with workers of its own runs ahead,
     so the next measured time is only a lower bound: `_put` says the buffer was full."""
-    feed = _Feed([], 1, capacity=1, clock=FakeClock())
+    feed = Feed([], 1, capacity=1, clock=FakeClock())
     assert feed._put("a") is False
     with feed.cond:  # hold the lock so that the taker cannot run before `_put` has looked
         taker = threading.Thread(target=feed.take)
