@@ -424,10 +424,11 @@ def as_saved(facts: dict) -> dict:
 
 
 def _write_atomic(path: Path, text: str) -> None:
-    """Write `text` to `path` through a temporary file in the same directory, flushed to
-    disk, then renamed over it: a reader sees the old file or the new one, never half."""
+    """Write `text` to `path` with the package's one atomic writer (`echosim._files.atomic_file`:
+    a temp file, fsync, rename), keeping the file's own permissions."""
     import os
-    import tempfile
+
+    from echosim._files import atomic_file
 
     try:
         mode = path.stat().st_mode & 0o777  # the file's own permissions, kept
@@ -435,20 +436,9 @@ def _write_atomic(path: Path, text: str) -> None:
         mask = os.umask(0)
         os.umask(mask)
         mode = 0o666 & ~mask  # what open() would have given a new file
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        os.fchmod(fd, mode)  # mkstemp makes it private (0600)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    with atomic_file(path) as f:
+        os.fchmod(f.fileno(), mode)  # the temp file is made 0644 (less the umask)
+        f.write(text.encode("utf-8"))
 
 
 def write_caption(name: str, facts: dict, page: Path = DOCS_PAGE, facts_dir: Path = DOCS_DIR) -> None:

@@ -189,7 +189,7 @@ def test_the_facts_file_is_strict_json_written_atomically(made, tmp_path):
     page = tmp_path / "figures.md"
     page.write_text("<!-- caption: bounds_vs_simulation -->\nold\n<!-- /caption -->\n", encoding="utf-8")
     (tmp_path / "bounds_vs_simulation.json").write_text("{}", encoding="utf-8")
-    (tmp_path / "bounds_vs_simulation.json").chmod(0o644)
+    (tmp_path / "bounds_vs_simulation.json").chmod(0o640)  # not what a new file gets
     facts = C.CAPTIONS["bounds_vs_simulation"][0](view(made, "bounds_vs_simulation"))
     facts["a_nan"] = math.nan
     C.write_caption("bounds_vs_simulation", facts, page=page, facts_dir=tmp_path)
@@ -201,7 +201,7 @@ def test_the_facts_file_is_strict_json_written_atomically(made, tmp_path):
     saved = json.loads(text, parse_constant=refuse)
     assert saved["a_nan"] is None and "NaN" not in text
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bounds_vs_simulation.json", "figures.md"]  # no temp left
-    assert (tmp_path / "bounds_vs_simulation.json").stat().st_mode & 0o777 == 0o644  # its permissions kept
+    assert (tmp_path / "bounds_vs_simulation.json").stat().st_mode & 0o777 == 0o640  # its permissions kept
     assert C.caption("bounds_vs_simulation", saved) in page.read_text(encoding="utf-8")
 
 
