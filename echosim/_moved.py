@@ -28,7 +28,7 @@ MOVED = {
                       "echosim.experiments.report", "echosim.experiments.progress", "echosim.experiments.specs"),
     "echosim.results": ("echosim.experiments.store", "echosim.experiments.tables"),
     "echosim.metrics": ("echosim.experiments.analysis",),
-    "echosim.figures": ("echosim.plots.figures", "echosim.training.problems"),
+    "echosim.figures": ("echosim.plots.figures", "echosim.plots.figure_drawing", "echosim.training.problems"),
 }
 
 NAMES_0_1 = {

@@ -1,5 +1,6 @@
 """Plots: plot data first (dicts of arrays, views over result tables), drawing second;
-the docs figures."""
+the docs figures (`figures`: the registry and `make_figures`; each figure's view, drawing
+and caption in `figure_views`, `figure_drawing` and `figure_captions`)."""
 
 from echosim.plots.views import (  # noqa: F401 - the public plotting API (0.1's names included)
     X_AXES,

@@ -10,6 +10,8 @@ import pytest
 import theory
 from echosim.experiments.tables import load
 from echosim.experiments.sweep import run_sweep
+from echosim.plots import figure_captions as C
+from echosim.plots import figure_drawing as D
 from echosim.plots import figures as F
 
 
@@ -62,7 +64,7 @@ def test_figure_1_is_the_papers_protocol_per_batch_size(made):
         assert_band(p["BT"][ok], p["BT_low"][ok], p["BT_high"][ok])
         # samples = B × fresh batches begun, and a fresh batch holds at most K steps
         assert np.all(p["BT"][ok] >= p["B"] * p["KT"][ok] / p["K"][ok])
-    F.draw_convergence_vs_echo(data)
+    D.draw_convergence_vs_echo(data)
 
 
 def test_figure_2_the_mean_over_seeds_stays_below_each_bound(made):
@@ -83,7 +85,7 @@ def test_figure_2_the_mean_over_seeds_stays_below_each_bound(made):
     assert ("vacuous" in practical["title"]) == bool(practical["vacuous"])  # a bound not drawn is said so
     # at 1/β, AGD gets far below where the bound's own (tiny) step takes it within T
     assert practical["curves"][0]["median"]["y"][-1] < 0.5 * at_bound["curves"][0]["median"]["y"][-1]
-    F.draw_bounds_vs_simulation(data)
+    D.draw_bounds_vs_simulation(data)
 
 
 def test_figure_3_the_deterministic_loader_follows_chois_model(made):
@@ -96,7 +98,7 @@ def test_figure_3_the_deterministic_loader_follows_chois_model(made):
         med, model = data["speedup"][("deterministic", e)][0], data["model"][e]
         assert np.all(med <= model * 1.15 + 1e-9), (med, model)  # start-up adds at most a batch
         assert med[0] <= data["fresh_ratio"][e] / e * 1.15  # R = 1: the loader is no bottleneck
-    F.draw_speedup_vs_R(data)
+    D.draw_speedup_vs_R(data)
 
 
 def test_figure_4_greedy_steps_stay_within_their_bound(made):
@@ -110,7 +112,7 @@ def test_figure_4_greedy_steps_stay_within_their_bound(made):
         h = data["K_hist"][name]
         assert h[0] == 0 and len(h) == data["max_echo"] + 1  # 1 <= K_t <= max_echo
         assert 1.0 <= data["mean_echo"][name] <= data["max_echo"]
-    F.draw_greedy_vs_fixed(data)
+    D.draw_greedy_vs_fixed(data)
 
 
 def test_figure_5_predicted_speedups_never_exceed_min_k_r(made):
@@ -122,13 +124,13 @@ def test_figure_5_predicted_speedups_never_exceed_min_k_r(made):
     assert_band(sim[..., 0], sim[..., 1], sim[..., 2])
     np.testing.assert_allclose(data["R"], 4.0 + 0.001 * np.asarray(data["B"]))  # t_up(B) = 4 + 0.001·B
     assert np.all(pred <= np.minimum(np.asarray(data["K"], dtype=float)[None, :], data["R"][:, None]) + 1e-9)
-    F.draw_predicted_vs_simulated(data)
+    D.draw_predicted_vs_simulated(data)
 
 
 def test_every_caption_renders_from_its_figures_data(made):
     for name in F.FIGURES:
-        facts = F.CAPTIONS[name][0](view(made, name))
-        text = F.caption(name, facts)
+        facts = C.CAPTIONS[name][0](view(made, name))
+        text = C.caption(name, facts)
         assert text and "{" not in text and "nan" not in text.lower(), name
         assert (made[0] / f"{name}.md").read_text().strip() == text  # make_figures wrote the same
 
@@ -140,13 +142,13 @@ def test_the_docs_captions_are_rendered_from_the_facts_saved_with_their_figures(
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[2]
-    page = (root / F.DOCS_PAGE).read_text(encoding="utf-8")
+    page = (root / C.DOCS_PAGE).read_text(encoding="utf-8")
     blocks = dict(m.groups() for m in __import__("re").finditer(
         r"<!-- caption: (\w+) -->\n(.*?)\n<!-- /caption -->", page, flags=__import__("re").S))
     assert set(blocks) == set(F.FIGURES)
     for name in F.FIGURES:
         facts = json.loads((root / F.DOCS_DIR / f"{name}.json").read_text(encoding="utf-8"))
-        assert blocks[name] == F.caption(name, facts), f"docs/figures.md: the caption of {name} is not its facts'"
+        assert blocks[name] == C.caption(name, facts), f"docs/figures.md: the caption of {name} is not its facts'"
         assert (root / F.DOCS_DIR / f"{name}.png").exists()
     # outside the generated blocks the page carries no numbers (headings and paths aside)
     rest = __import__("re").sub(r"<!-- caption: \w+ -->\n.*?<!-- /caption -->", "", page, flags=__import__("re").S)
@@ -187,10 +189,10 @@ def test_the_facts_file_is_strict_json_written_atomically(made, tmp_path):
     page = tmp_path / "figures.md"
     page.write_text("<!-- caption: bounds_vs_simulation -->\nold\n<!-- /caption -->\n", encoding="utf-8")
     (tmp_path / "bounds_vs_simulation.json").write_text("{}", encoding="utf-8")
-    (tmp_path / "bounds_vs_simulation.json").chmod(0o644)
-    facts = F.CAPTIONS["bounds_vs_simulation"][0](view(made, "bounds_vs_simulation"))
+    (tmp_path / "bounds_vs_simulation.json").chmod(0o640)  # not what a new file gets
+    facts = C.CAPTIONS["bounds_vs_simulation"][0](view(made, "bounds_vs_simulation"))
     facts["a_nan"] = math.nan
-    F.write_caption("bounds_vs_simulation", facts, page=page, facts_dir=tmp_path)
+    C.write_caption("bounds_vs_simulation", facts, page=page, facts_dir=tmp_path)
     text = (tmp_path / "bounds_vs_simulation.json").read_text(encoding="utf-8")
 
     def refuse(name):
@@ -199,8 +201,8 @@ def test_the_facts_file_is_strict_json_written_atomically(made, tmp_path):
     saved = json.loads(text, parse_constant=refuse)
     assert saved["a_nan"] is None and "NaN" not in text
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bounds_vs_simulation.json", "figures.md"]  # no temp left
-    assert (tmp_path / "bounds_vs_simulation.json").stat().st_mode & 0o777 == 0o644  # its permissions kept
-    assert F.caption("bounds_vs_simulation", saved) in page.read_text(encoding="utf-8")
+    assert (tmp_path / "bounds_vs_simulation.json").stat().st_mode & 0o777 == 0o640  # its permissions kept
+    assert C.caption("bounds_vs_simulation", saved) in page.read_text(encoding="utf-8")
 
 
 def test_figure_1_caption_says_how_many_tuned_rates_pass_the_cap_and_by_how_much():
@@ -209,16 +211,16 @@ def test_figure_1_caption_says_how_many_tuned_rates_pass_the_cap_and_by_how_much
     panel = {"B": 64, "BT": "b", "KT": "k", "T": "t", "lr": "x", "lr_K": 1.0, "K_ratio": 2.0, "spread": 1.5,
              "never": 0}
     every = dict(base, panels=[dict(panel, above_cap=2, n_tuned=2, cap_factors=[6.06, 2193.0])])
-    text = F.caption("convergence_vs_echo", every)
+    text = C.caption("convergence_vs_echo", every)
     assert "every one of the 2 tuned learning rates lies above 1/β = 0.01" in text and "by 6.1–2,190×" in text
     some = dict(base, panels=[dict(panel, above_cap=1, n_tuned=2, cap_factors=[3.0])])
-    assert "1 of the 2 tuned learning rates lie above" in F.caption("convergence_vs_echo", some)
+    assert "1 of the 2 tuned learning rates lie above" in C.caption("convergence_vs_echo", some)
     none = dict(base, panels=[dict(panel, above_cap=0, n_tuned=2, cap_factors=[])])
-    assert "every tuned learning rate lies within" in F.caption("convergence_vs_echo", none)
+    assert "every tuned learning rate lies within" in C.caption("convergence_vs_echo", none)
 
 
 def test_figure_1_is_drawn_with_fonts_readable_at_page_width(made):
-    fig = F.draw_convergence_vs_echo(view(made, "convergence_vs_echo"))
+    fig = D.draw_convergence_vs_echo(view(made, "convergence_vs_echo"))
     for ax in fig.axes:
         for label in ax.get_xticklabels() + ax.get_yticklabels():
             if label.get_text():
