@@ -387,8 +387,8 @@ def _cost_units(spec) -> float:
     else:
         K = float(spec.echo or 1)
     points = len(_log_at(spec.run, max(1, int(T))))
-    n_data = getattr(problem, "X", None)
-    risk_cost = 3 * (n_data.shape[0] * d if n_data is not None else 300)
+    rows = getattr(problem, "eval_rows", None)  # a data set's risk is evaluated on these rows only
+    risk_cost = 3 * (rows * d if rows is not None else 300)
     return T * B * d * (1 + 2 * K) + points * risk_cost + 20_000
 
 

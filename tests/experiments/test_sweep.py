@@ -592,3 +592,30 @@ def test_T_does_not_depend_on_the_budget_or_on_logging_within_batches(tmp_path):
     # runs that needed more than the short budget allows converge later, at a T the long budgets agree on
     late = tables[("batch", 240)][np.isfinite(tables[("batch", 240)]) & ~np.isfinite(short)]
     np.testing.assert_array_equal(tables[("step", 240)].loc[late.index].to_numpy(), late.to_numpy())
+
+
+def test_the_cost_model_prices_a_data_set_risk_point_by_its_evaluation_rows():
+    """A data set's risk is computed on its `eval_rows` subsample, so the estimate's
+    per-point term grows with those rows, not with the table (the figure-1 sweep's
+    estimate was 20x the measured time when it counted the whole table)."""
+    pytest.importorskip("sklearn")
+    from echosim.experiments.sweep import _cost_units
+
+    def per_point(eval_rows):
+        problem = {"kind": "dataset", "name": "breast_cancer", "l2": 0.01}
+        if eval_rows:
+            problem["eval_rows"] = eval_rows
+        spec = parse_config({"problem": problem, "optimizer": {"lr": 0.1, "batch_size": 16},
+                             "sweep": {"n_batches": 100, "repetitions": 1, "log_every": 1}}).runs[0]
+        every = _cost_units(spec)
+        sparse = _cost_units(_logged_every(spec, 100))
+        return (every - sparse) / 100  # ~ one logged point's price
+
+    whole, sub = per_point(None), per_point(50)
+    assert whole / sub == pytest.approx(569 / 50, rel=0.05)  # breast_cancer: 569 rows
+
+
+def _logged_every(spec, every):
+    import dataclasses
+
+    return dataclasses.replace(spec, run=dict(spec.run, log_every=every))
