@@ -274,7 +274,7 @@ def test_unreachable_target_is_bad_input(monkeypatch):
     ({"problem": "logistic", "echoes": [0]}, "^echo"),
     ({"problem": "logistic", "processes": 0}, "^processes"),
     ({"problem": "logistic", "seeds": 0}, "^seeds"),
-    ({"problem": "logistic", "seed": 2 ** 70}, "^seed: expected an integer in 0..9223372036854775807"),
+    ({"problem": "logistic", "seed": 2 ** 70}, "^seed must be an integer >= 0 and <= 9223372036854775807"),
     ({"problem": "logistic", "step_time": {64: "-5ms"}}, "^step_time"),
     ({"problem": "logistic", "step_time": {64: "40ms", 512: "5ms"}, "batch_size": 4096}, "^batch_size: the fitted step_time"),
     ({"problem": "logistic", "step_time": "10"}, "^step_time: '10' has no unit"),
