@@ -31,10 +31,10 @@ import numbers
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
+from echosim._validate import check_int
 from echosim.pipeline.batch_time import affine_fit
 from echosim.pipeline.service_times import FAMILIES, ServiceTime, as_service_time
 from echosim.pipeline.traces import Trace
@@ -243,8 +243,7 @@ def fit_times(measured: Mapping, name: str = "loader") -> TimeModel:
                          f"got {measured!r:.60}")
     shapes, xs, ys = [], [], []
     for B, prof in measured.items():
-        if isinstance(B, bool) or not isinstance(B, numbers.Integral) or B < 1:
-            raise ValueError(f"{name}: batch sizes must be integers >= 1, got {B!r}")
+        check_int(f"{name}: a batch size", B, lo=1)
         if isinstance(prof, (list, tuple, np.ndarray)):
             try:
                 prof = Trace(np.asarray(prof, dtype=float), "resample")
