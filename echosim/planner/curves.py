@@ -73,12 +73,12 @@ def _from_records(r) -> tuple[tuple[int, int], np.ndarray]:
     check_records(r, "curves")
     if r.batch_size is None:
         raise ValueError("curves: records without a batch size (pass batch_size= to echoing) cannot be placed")
-    if r.policy not in ("sync", "fixed"):
+    if r.echo is None:  # greedy or auto: K_t varied
         raise ValueError(f"curves: records of policy {r.policy!r} have no single K; give sync or fixed-K runs")
     if r.epoch.size and int(np.max(r.epoch)) > 0:
         raise ValueError("curves: records over more than one epoch: from the second epoch the first-step loss is a "
                          "training loss, not the population loss the target is about")
-    return (int(r.batch_size), 1 if r.policy == "sync" else int(r.echo)), np.asarray(r.first_loss, dtype=float)
+    return (int(r.batch_size), int(r.echo)), np.asarray(r.first_loss, dtype=float)
 
 
 def _from_csv(path) -> dict:

@@ -12,6 +12,7 @@ import numpy as np
 
 from echosim._validate import check_int, check_real
 from echosim.pipeline.model import POLICIES
+from echosim.planner.candidates import BASELINE
 
 __all__ = ["PLANNED", "Inputs", "check_inputs"]
 
@@ -117,8 +118,8 @@ def _policies(policies, form_b: bool) -> list[str]:
     bad = [p for p in policies if p not in PLANNED]
     if bad or not policies:
         raise ValueError(f"policies: allowed {', '.join(PLANNED)}, got {', '.join(map(str, policies)) or 'none'}")
-    if "sync" not in policies:
-        policies.insert(0, "sync")  # the baseline every speedup is measured against
+    if BASELINE not in policies:
+        policies.insert(0, BASELINE)  # every speedup is measured against it
     return policies
 
 

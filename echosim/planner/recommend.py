@@ -9,6 +9,8 @@ import math
 
 import numpy as np
 
+from echosim.pipeline.model import POLICIES
+from echosim.planner.candidates import BASELINE
 from echosim.planner.result import candidate_name, format_band
 from echosim.planner.timing import format_count, format_duration
 
@@ -36,10 +38,10 @@ def recommend(cands, batch_sizes, priced: bool, measured_echo: bool = True):
 def _unmeasured(rec, reason: str, cands) -> str:
     """With no echoed measurement, 'do not echo' is the prior's guess, not a finding: say what
     would settle it (a pilot at the most promising K, or paired progress in the loop)."""
-    if rec["policy"] != "sync" or rec["R"] <= 1.0:
+    if rec["policy"] != BASELINE or rec["R"] <= 1.0:
         return reason
     B, W = rec["batch_size"], rec["workers"]
-    echo = [c for c in cands if c["policy"] == "fixed" and c["batch_size"] == B and c["workers"] == W
+    echo = [c for c in cands if POLICIES[c["policy"]].takes_echo and c["batch_size"] == B and c["workers"] == W
             and math.isfinite(c["wall_clock_to_target"])]
     K = format_count(min(echo, key=lambda c: c["wall_clock_low"])["echo"]) if echo else "4"
     why = reason.split(": ", 1)[1] if reason.startswith("do not echo: ") else reason
@@ -73,9 +75,10 @@ def _recommend(cands, reachable, priced: bool):
                 "on a quarter of the seeds)")
     wall, band = format_band(rec).split(" (")
     band = band.rstrip(")") + " " + wall.split(" ")[1]
-    base = next(c for c in cands if c["policy"] == "sync" and c["batch_size"] == B and c["workers"] == W)
-    if rec["policy"] == "sync":
-        echo = [c for c in reachable if c["policy"] != "sync" and c["batch_size"] == B and c["workers"] == W]
+    base = next(c for c in cands if c["policy"] == BASELINE and c["batch_size"] == B and c["workers"] == W)
+    row = POLICIES[rec["policy"]]
+    if rec["policy"] == BASELINE:
+        echo = [c for c in reachable if c["policy"] != BASELINE and c["batch_size"] == B and c["workers"] == W]
         if R <= 1.0:
             why = (f"the loader keeps up (it needs {R:.2g}x a step per batch with {W} worker(s)), so the "
                    "accelerator never waits and echoing has nothing to fill")
@@ -91,7 +94,7 @@ def _recommend(cands, reachable, priced: bool):
         sp = rec["speedup"]
         reason = (f"{what}: {wall} to target (10-90%: {band}), {sp:.2f}x sooner than sync at the same B "
                   f"({format_duration(base['wall_clock_to_target'])})")
-        if rec["policy"] == "fixed":
+        if row.takes_echo:
             K = rec["echo"]
             if K >= R:
                 reason += (f"; the loader is R = {R:.2g}x slower than a step, and K = {format_count(K)} >= R already fills "
@@ -99,13 +102,13 @@ def _recommend(cands, reachable, priced: bool):
             else:
                 reason += (f"; K = {format_count(K)} < R = {R:.2g}: larger K would be free, but the fresh batches needed "
                            "stop falling (echoed steps are worth less than fresh ones)")
-        elif rec["policy"] == "greedy":
-            reason += (f"; greedy echoes exactly while the next batch loads (mean K = {rec['echo']:.2g}, at most "
+        elif not row.coupled:  # capped by the loader's waits alone
+            reason += (f"; {row.name} echoes exactly while the next batch loads (mean K = {rec['echo']:.2g}, at most "
                        f"{rec['max_echo']}; R = {R:.2g}), so it adapts to the loader's variability without choosing K")
-        else:
-            reason += (f"; auto echoes while the next batch loads under a cap it tunes from the first-step losses "
-                       f"(mean K = {rec['echo']:.2g}, at most {rec['max_echo']}; R = {R:.2g}): "
-                       "echoing(policy='auto') runs the same controller in your loop")
+        else:  # capped, under caps decided from the run's losses
+            reason += (f"; {row.name} echoes while the next batch loads under a cap it tunes from the first-step "
+                       f"losses (mean K = {rec['echo']:.2g}, at most {rec['max_echo']}; R = {R:.2g}): "
+                       f"echoing(policy={row.name!r}) runs the same controller in your loop")
         if rec["speedup_ceiling"] > 0:
             reason += f"; the theory's ceiling for it is {rec['speedup_ceiling']:.2g}x"
         if rec["wall_clock_high"] >= base["wall_clock_to_target"]:

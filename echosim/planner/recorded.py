@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from echosim._validate import check_int
+from echosim.planner.candidates import BASELINE
 
 __all__ = ["recorded_timing", "check_records"]
 
@@ -101,7 +102,7 @@ def recorded_timing(records, batch_sizes) -> dict:
     recorded: dict = {}
     for (b, policy, echo), g in groups.items():
         load = np.concatenate(g["load"])
-        if not load.size and policy == "sync":
+        if not load.size and policy == BASELINE:
             # under sync a loader that always ran ahead is faster than a step: its (lower-bound)
             # times say so, which is all the plan needs (the loader keeps up)
             load = np.concatenate(g["all"])

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from echosim.pipeline.model import POLICIES
+from echosim.planner.candidates import BASELINE
 from echosim.planner.timing import format_count, format_duration
 
 __all__ = ["FRAME_UNITS", "Plan"]
@@ -191,14 +193,14 @@ class Plan:
         keys = sorted({(c["batch_size"], c["workers"]) for c in self.candidates})
         for B, W in keys:
             cs = [c for c in self.candidates if (c["batch_size"], c["workers"]) == (B, W)
-                  and c["policy"] in ("sync", "fixed")]
+                  and not POLICIES[c["policy"]].capped]
             cs.sort(key=lambda c: c["echo"])
             label = f"sync/fixed K, B={B}" + (f", {W} workers" if len(keys) > 1 else "")
             series.append({"x": [c["echo"] for c in cs], "y": [c["wall_clock_to_target"] for c in cs],
                            "y_low": [c["wall_clock_low"] for c in cs], "y_high": [c["wall_clock_high"] for c in cs],
                            "label": label, "kind": "line"})
             for c in self.candidates:
-                if (c["batch_size"], c["workers"]) == (B, W) and c["policy"] in ("greedy", "auto"):
+                if (c["batch_size"], c["workers"]) == (B, W) and POLICIES[c["policy"]].capped:
                     series.append({"x": [c["echo"]], "y": [c["wall_clock_to_target"]], "y_low": [c["wall_clock_low"]],
                                    "y_high": [c["wall_clock_high"]], "label": label.replace("sync/fixed K", c["policy"]),
                                    "kind": "point"})
@@ -239,10 +241,10 @@ class Plan:
 def candidate_name(c) -> str:
     """How a candidate row is named in the table and the reasons: 'sync (no echo)',
     'fixed K=4', 'greedy (mean K 3.1)'."""
-    if c["policy"] == "sync":
-        return "sync (no echo)"
-    if c["policy"] == "fixed":
-        return f"fixed K={format_count(c['echo'])}"
+    if c["policy"] == BASELINE:
+        return f"{BASELINE} (no echo)"
+    if POLICIES[c["policy"]].takes_echo:
+        return f"{c['policy']} K={format_count(c['echo'])}"
     return f"{c['policy']} (mean K {c['echo']:.2g})"
 
 

@@ -97,12 +97,14 @@ def _say(text: str) -> None:
 
 def _candidate_words(cands) -> str:
     """"sync, fixed K=2/4/8, greedy, auto": the candidates of one sweep, in a few words."""
-    fixed = [str(int(c["echo"])) for c in cands if c["policy"] == "fixed"]
+    from echosim.pipeline.model import POLICIES
+
+    fixed = [str(int(c["echo"])) for c in cands if POLICIES[c["policy"]].takes_echo]
     out = []
     for c in cands:
-        if c["policy"] == "fixed":
+        if POLICIES[c["policy"]].takes_echo:
             if fixed:
-                out.append("fixed K=" + "/".join(fixed))
+                out.append(f"{c['policy']} K=" + "/".join(fixed))
                 fixed = []
         else:
             out.append(c["policy"])
@@ -184,7 +186,8 @@ def run_candidates(specs, times, pconf, ctx, target, processes, results, progres
     `echosim.planner.candidates.Candidate`s, `times` their (loader, step) service times;
     returns (one `Outcome` per candidate, source text, notes).
     """
-    from echosim.planner.candidates import Outcome
+    from echosim.pipeline.model import POLICIES
+    from echosim.planner.candidates import BASELINE, Outcome
 
     # read-only views of the candidates with their timing; the results go to `found`
     cands = [{**c.as_dict(), "loader_time": ld, "step_time_dist": st, "_i": i}
@@ -214,22 +217,23 @@ def run_candidates(specs, times, pconf, ctx, target, processes, results, progres
         group = f"group {gi} of {len(groups)} (B = {B}, {W} loader worker{'s' if W > 1 else ''})"
         pipe = {"arrival": _service_table(mine[0]["loader_time"]), "step_time": _service_table(mine[0]["step_time_dist"]),
                 "workers": W, "prefetch": ctx["prefetch"]}
-        if not any(c["policy"] == "sync" for c in mine):  # every timing group needs its own baseline budget
-            mine_base = [{"policy": "sync", "echo": 1}]
+        if not any(c["policy"] == BASELINE for c in mine):  # every timing group needs its own baseline budget
+            mine_base = [{"policy": BASELINE, "echo": 1}]
         else:
-            mine_base = [c for c in mine if c["policy"] == "sync"]
+            mine_base = [c for c in mine if c["policy"] == BASELINE]
 
         def sweep(cs, n_batches, desc):
             pol = [c["policy"] for c in cs]
             p = dict(pipe)
-            if "greedy" in pol or "auto" in pol:
+            if any(POLICIES[q].capped for q in pol):
                 p["max_echo"] = ctx["max_echo"]
             data = {"problem": pconf, "pipeline": p,
                     "optimizer": {"lr": lr, "batch_size": B, **optimizer},
                     "sweep": dict(settings, n_batches=n_batches)}
-            if "fixed" in pol:
+            if any(POLICIES[q].takes_echo for q in pol):
                 data["joint"] = {"pipeline.policy, optimizer.echo": [[c["policy"], int(c["echo"]) if
-                                                                     c["policy"] == "fixed" else 1] for c in cs]}
+                                                                     POLICIES[c["policy"]].takes_echo else 1]
+                                                                    for c in cs]}
             else:
                 p["policy"] = list(dict.fromkeys(pol))
             rep = run_config(data, processes, results, progress, desc)[1]
@@ -268,7 +272,7 @@ def run_candidates(specs, times, pconf, ctx, target, processes, results, progres
         for c in mine:
             sel_t = tuned["pipeline.policy"] == c["policy"]
             sel_s = summary["pipeline.policy"] == c["policy"]
-            if c["policy"] == "fixed":
+            if POLICIES[c["policy"]].takes_echo:
                 sel_t &= tuned["optimizer.echo"] == c["echo"]
                 sel_s &= summary["optimizer.echo"] == c["echo"]
             if not sel_t.any():  # sync-only budget search failed: the fixed/greedy runs never ran
@@ -286,7 +290,7 @@ def run_candidates(specs, times, pconf, ctx, target, processes, results, progres
             conv_k = rows["conv_steps"].to_numpy(float)
             ok = np.isfinite(conv_t)
             kbar = float(np.median(rows["schedule.mean_echo"]))
-            if ok.any() and c["policy"] in ("greedy", "auto"):
+            if ok.any() and POLICIES[c["policy"]].capped:
                 kbar = float(np.median(conv_k[ok] / conv_b[ok]))
             res = {}
             if c["policy"] == "auto":  # the caps it chose, in the first seed's run at the tuned lr
@@ -302,7 +306,7 @@ def run_candidates(specs, times, pconf, ctx, target, processes, results, progres
                      utilization=float(np.median(conv_k[ok] * c["step_time_dist"].mean / conv_t[ok]))
                      if ok.any() else math.nan,
                      throughput=float(np.median(rows["schedule.throughput"])), budget=n_budget)
-            name = f"{c['policy']}{' K=' + str(c['echo']) if c['policy'] == 'fixed' else ''} at B = {B}"
+            name = f"{c['policy']}{' K=' + str(c['echo']) if POLICIES[c['policy']].takes_echo else ''} at B = {B}"
             if math.isfinite(T1) and ok.sum() * 2 <= len(rows):
                 notes.append(f"{name}: reached the target and stayed there on {int(ok.sum())} of {len(rows)} "
                              f"seeds within the budget of {n_budget} fresh batches (1.5x sync's)")

@@ -36,6 +36,7 @@ import numpy as np
 
 from echosim._validate import check_int
 from echosim.pipeline.batch_time import affine_fit
+from echosim.pipeline.model import POLICIES
 from echosim.pipeline.service_times import FAMILIES, ServiceTime, as_service_time
 from echosim.pipeline.traces import Trace
 
@@ -327,7 +328,8 @@ class CandidateTiming:
         if self.recorded is None:
             return self.load.at(B), self.step.at(B), None
         groups = self.recorded[B]
-        k = 1.0 if policy == "sync" else (float(echo) if policy == "fixed" else None)
+        row = POLICIES[policy]  # K: given, varied with the loader's waits (None), or 1
+        k = float(echo) if row.takes_echo else (None if row.capped else 1.0)
         same = [g for g in groups if g[1] == policy and (k is None or abs(g[0] - k) < 1e-9)]
         pool = same or sorted(groups, key=lambda g: abs(math.log(g[0]) - math.log(k if k else groups[-1][0])))
         g = pool[0]
@@ -363,7 +365,7 @@ class CandidateTiming:
 
 
 def _policy_text(policy, echo) -> str:
-    return {"sync": "sync", "greedy": "greedy", "auto": "auto"}.get(policy, f"fixed K={format_count(echo)}")
+    return f"{policy} K={format_count(echo)}" if POLICIES[policy].takes_echo else policy
 
 
 def candidate_timing(loader, step_time, records, batch_sizes, workers) -> CandidateTiming:
