@@ -1,7 +1,8 @@
 """The planner's timing inputs: durations with units, service-time specs as text
 (``gamma(mean=80ms, cv=0.5)``), measured traces, and times per batch that are affine
 in the batch size (a + b·B, fitted from measurements at two or more batch sizes): the
-loader's and the step's.
+loader's and the step's; and each candidate's timing (`candidate_timing`), from these
+specs or from the records of the user's own run.
 
 Every time is in seconds inside the planner. Text must carry a unit (``ns``, ``us``,
 ``ms``, ``s``, ``min``, ``h``): ``"10"`` is refused, since a step of 10 s and one of 10
