@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import math
 
+from echosim.planner.candidates import candidates, compare
 from echosim.planner.inputs import PLANNED, check_inputs
+from echosim.planner.recommend import recommend
 from echosim.planner.result import FRAME_UNITS, Plan
 from echosim.planner.timing import candidate_timing
 
@@ -114,9 +116,6 @@ def plan(loader=None, step_time=None, *, batch_size, problem=None, steps_to_targ
                         method=method, method_options=method_options)
     timing = candidate_timing(loader, step_time, records, args.batch_sizes, args.workers)
     response, pconf = _response(args, records)  # nothing has run yet: every input is checked by here
-
-    from echosim.planner.candidates import candidates, compare
-    from echosim.planner.recommend import recommend
 
     specs = candidates(args.batch_sizes, args.workers, args.policies, args.echoes, args.max_echo, timing.ratio)
     times, timing_notes = timing.for_candidates(specs)
