@@ -8,7 +8,7 @@
 For each problem (least squares and logistic on synthetic data with condition number
 100, L2-regularised logistic regression on the breast-cancer data), each batch size B in 4 … 16384 and echo factor K in 1 … 64, the
 fresh batches to target T(K, B) are simulated with the learning rate tuned per (B, K)
-(`echosim.planner.simulated.tuned_batches`: median over seeds, target: trailing mean of
+(`tuned_batches` below, through the planner's sweep helpers: median over seeds, target: trailing mean of
 the last `window` losses <= (1 + rtol) F*). Each model of `echosim.planner.response` is
 fitted to the K = 1 column only, as a user without echoing would measure it, either
 from every B ("all B") or from two batch sizes ("2 B": B = 64 and 1024), and predicts
@@ -41,10 +41,75 @@ ECHOES = (1, 2, 4, 8, 16, 32, 64)
 PAIR = (64, 1024)
 
 
-def simulate(args):
+def tuned_batches(problem, batch_sizes, echoes, *, repetitions: int = 2, rtol: float = 0.01, window: int = 10,
+                  seed: int = 0, workers: int = 2, lr_decades: float = 3.0, per_decade: int = 4,
+                  max_budget: int = 64_000, slack: float = 1.5, rule: str = "first"):
+    """Fresh batches to target T(K, B), learning rate tuned per (B, K), no pipeline.
+
+    Stage 1 runs K = 1 at every B, doubling the budget of fresh batches until the
+    tuned lr reaches the target on a majority of seeds (or `max_budget`); stage 2 runs
+    every K with ``slack`` × the baseline's T (+ the trailing window) as budget.
+    Returns a pandas DataFrame: problem, B, K, lr, lr_edge, T (median over seeds;
+    inf if never), n_converged, n_seeds, budget.
+    """
     import pandas as pd
 
-    from echosim.planner.simulated import tuned_batches
+    from echosim.planner.simulated import (
+        initial_budget,
+        lr_grid_for,
+        problem_config,
+        run_config,
+        validate_problem,
+    )
+
+    pconf = problem_config(problem)
+    problem_obj = validate_problem(pconf)
+    lr = lr_grid_for(problem_obj, lr_decades, per_decade)
+    settings = {"name": "plan-response", "seed": seed, "repetitions": repetitions, "rtol": rtol,
+                "window": window, "iterate": "last", "tune_by": "batches", "rule": rule}
+    budgets = {int(B): initial_budget(int(B)) for B in batch_sizes}
+    T1: dict = {}
+    todo = sorted(budgets)
+    while todo:
+        data = {"problem": pconf, "optimizer": {"lr": lr, "echo": 1},
+                "sweep": dict(settings), "joint": {"optimizer.batch_size, sweep.n_batches":
+                                                    [[B, budgets[B]] for B in todo]}}
+        _, rep = run_config(data, workers)
+        nxt = []
+        for _, r in rep.tuned.iterrows():
+            B = int(r["optimizer.batch_size"])
+            if r["n_converged"] * 2 > r["n_seeds"] and math.isfinite(r["conv_batches"]):
+                T1[B] = float(r["conv_batches"])
+            elif budgets[B] * 2 <= max_budget:
+                budgets[B] *= 2
+                nxt.append(B)
+            else:
+                T1[B] = math.inf
+        todo = nxt
+    rows = []
+    reach = [B for B in sorted(T1) if math.isfinite(T1[B])]
+    if reach:
+        joint = [[B, int(math.ceil(slack * T1[B])) + window + 5] for B in reach]
+        data = {"problem": pconf, "optimizer": {"lr": lr, "echo": [int(k) for k in echoes]},
+                "sweep": dict(settings), "joint": {"optimizer.batch_size, sweep.n_batches": joint}}
+        _, rep = run_config(data, workers)
+        for _, r in rep.tuned.iterrows():
+            rows.append({"B": int(r["optimizer.batch_size"]), "K": int(r["optimizer.echo"]),
+                         "lr": float(r["optimizer.lr"]), "lr_edge": r["lr_edge"],
+                         "T": float(r["conv_batches"]), "n_converged": int(r["n_converged"]),
+                         "n_seeds": int(r["n_seeds"]), "budget": int(r["sweep.n_batches"])})
+    for B in sorted(T1):
+        if not math.isfinite(T1[B]):
+            for K in echoes:
+                rows.append({"B": B, "K": int(K), "lr": math.nan, "lr_edge": "", "T": math.inf,
+                             "n_converged": 0, "n_seeds": repetitions, "budget": budgets[B]})
+    df = pd.DataFrame(rows).sort_values(["B", "K"]).reset_index(drop=True)
+    df.insert(0, "problem", problem if isinstance(problem, str) else str(pconf.get("kind")))
+    return df
+
+
+def simulate(args):
+    import pandas as pd
 
     frames = []
     for name in args.problems:

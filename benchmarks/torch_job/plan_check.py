@@ -48,19 +48,19 @@ SIM_SEEDS = 5        # the planner's default repetitions
 
 def timing_from_records(records, batch_size: int):
     """The planner's timing from records (any policies), at one batch size and one worker."""
-    from echosim.planner.advisor import _timing
+    from echosim.planner.timing import candidate_timing
 
-    return _timing(None, None, records, [batch_size], [1])
+    return candidate_timing(None, None, records, [batch_size], [1])
 
 
 def timing_from_profile(profile: dict, batch_size: int):
     """The planner's timing from a profile taken alone: the loader's and the step's times."""
     from echosim.pipeline.traces import Trace
-    from echosim.planner.advisor import _timing
+    from echosim.planner.timing import candidate_timing
 
     loader = Trace(np.asarray(profile["loader_times"], dtype=float), "resample")
     step = Trace(np.asarray(profile["step_times"], dtype=float), "resample")
-    return _timing(loader, step, None, [batch_size], [1])
+    return candidate_timing(loader, step, None, [batch_size], [1])
 
 
 def predicted_interval(timing, label: str, batch_size: int, *, max_echo: int = 64, prefetch: int = 2,

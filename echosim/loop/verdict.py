@@ -188,7 +188,7 @@ def prediction(plan) -> dict:
     def saved(t):
         return 1.0 - t / base if math.isfinite(t) and base > 0 else math.nan
 
-    return {"candidate": plan._name(rec), "batch_size": rec["batch_size"], "saving": saved(rec["wall_clock_to_target"]),
+    return {"candidate": plan.name_of(rec), "batch_size": rec["batch_size"], "saving": saved(rec["wall_clock_to_target"]),
             "saving_low": saved(rec["wall_clock_high"]), "saving_high": saved(rec["wall_clock_low"]),
             "source": source}
 

@@ -8,6 +8,10 @@ enumerates, an evaluator (`echosim.planner.modelled` for form (b), the simulated
 `compare` makes the `Planned` rows the `Plan` shows. The ceiling comes from
 `theory.rate_speedup_ceiling`.
 
+What a policy does comes from its row in `echosim.pipeline.model.POLICIES` (``takes_echo``:
+a given K; ``capped``: K_t follows the loader's waits); by name the planner knows only
+`BASELINE`, the policy every speedup is measured against.
+
 `Planned` reads like the dicts of earlier versions (``row["speedup"]``, ``row.get("cost")``)
 so that code and notebooks written against them keep working.
 
@@ -23,7 +27,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, fields
 
-__all__ = ["Candidate", "Outcome", "Planned", "candidates", "compare", "default_echoes"]
+from echosim.pipeline.model import POLICIES
+
+__all__ = ["BASELINE", "Candidate", "Outcome", "Planned", "candidates", "compare", "default_echoes"]
+
+BASELINE = "sync"
+"""The policy of the baseline: one step per fresh batch, no echoing. Every speedup is over
+it at the same batch size and loader workers, and every plan has it."""
 
 
 @dataclass(frozen=True)
@@ -46,10 +56,10 @@ class Candidate:
 
     @property
     def name(self) -> str:
-        if self.policy == "sync":
-            return "sync (no echo)"
-        if self.policy == "fixed":
-            return f"fixed K={int(self.echo)}"
+        if self.policy == BASELINE:
+            return f"{BASELINE} (no echo)"
+        if POLICIES[self.policy].takes_echo:
+            return f"{self.policy} K={int(self.echo)}"
         return self.policy
 
     def as_dict(self) -> dict:
@@ -116,7 +126,7 @@ class Planned:
         """The flat view: the candidate's fields, the outcome's (with `extra`), the comparison."""
         o = self.outcome
         d = self.candidate.as_dict()
-        if self.candidate.policy in ("greedy", "auto"):
+        if POLICIES[self.candidate.policy].capped:  # K_t varied: the mean the run had
             d["echo"] = o.mean_echo
         d.update({f.name: getattr(o, f.name) for f in fields(Outcome) if f.name != "extra"})
         d["wall_clock_seeds"] = list(o.wall_clock_seeds)
@@ -162,13 +172,12 @@ def candidates(batch_sizes, workers, policies, echoes, max_echo: int, ratio) -> 
         for W in workers:
             R = float(ratio(B, W))
             for p in policies:
-                if p == "sync":
-                    out.append(Candidate("sync", 1, B, W, R))
-                elif p == "fixed":
-                    out.extend(Candidate("fixed", k, B, W, R) for k in (echoes if echoes is not None
-                                                                         else default_echoes(R)))
-                else:
+                if POLICIES[p].takes_echo:
+                    out.extend(Candidate(p, k, B, W, R) for k in (echoes if echoes is not None else default_echoes(R)))
+                elif POLICIES[p].capped:
                     out.append(Candidate(p, math.nan, B, W, R, max_echo))
+                else:  # the baseline: one step per fresh batch
+                    out.append(Candidate(p, 1, B, W, R))
     return out
 
 
@@ -179,7 +188,7 @@ def compare(cands, outcomes, prices=None) -> tuple[list[Planned], list[str]]:
     ceiling was clipped (the sync baseline's time to target is noisy)."""
     from theory import rate_speedup_ceiling
 
-    base = {(c.batch_size, c.workers): o for c, o in zip(cands, outcomes) if c.policy == "sync"}
+    base = {(c.batch_size, c.workers): o for c, o in zip(cands, outcomes) if c.policy == BASELINE}
     rows, notes = [], []
     for c, o in zip(cands, outcomes):
         b = base[(c.batch_size, c.workers)]
@@ -188,7 +197,7 @@ def compare(cands, outcomes, prices=None) -> tuple[list[Planned], list[str]]:
         sp = b.wall_clock_to_target / o.wall_clock_to_target \
             if math.isfinite(o.wall_clock_to_target) and math.isfinite(b.wall_clock_to_target) else math.nan
         if math.isfinite(sp) and math.isfinite(ceiling) and sp > ceiling * (1 + 1e-9):
-            name = c.name if c.policy in ("sync", "fixed") else f"{c.policy} (mean K {o.mean_echo:.2g})"
+            name = f"{c.policy} (mean K {o.mean_echo:.2g})" if POLICIES[c.policy].capped else c.name
             notes.append(f"{name} at B = {c.batch_size}: the simulated speedup {sp:.2f}x is above its ceiling "
                          f"{ceiling:.2f}x (the sync baseline's time to target is noisy); shown at the ceiling")
             sp = ceiling

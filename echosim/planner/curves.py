@@ -23,11 +23,12 @@ Examples
 from __future__ import annotations
 
 import math
-import numbers
 from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
+
+from echosim._validate import check_int, check_real
 
 __all__ = ["load_curves", "steps_from_curves", "steps_at_targets", "batches_to_reach"]
 
@@ -59,13 +60,10 @@ def _curve_key(key):
         B, K = key
     else:
         B, K = key, 1
-    for name, v in (("batch sizes", B), ("echo factors K", K)):
-        if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 1:
-            raise ValueError(f"curves: {name} must be integers >= 1, got {v!r} in key {key!r}")
     from echosim.planner.response import MAX_ECHO
 
-    if K > MAX_ECHO:
-        raise ValueError(f"curves: the echo factor K must be at most {MAX_ECHO}, got {K!r} in key {key!r}")
+    check_int(f"curves: the batch size B in key {key!r}", B, lo=1)
+    check_int(f"curves: the echo factor K in key {key!r}", K, lo=1, hi=MAX_ECHO)
     return int(B), int(K)
 
 
@@ -75,12 +73,12 @@ def _from_records(r) -> tuple[tuple[int, int], np.ndarray]:
     check_records(r, "curves")
     if r.batch_size is None:
         raise ValueError("curves: records without a batch size (pass batch_size= to echoing) cannot be placed")
-    if r.policy not in ("sync", "fixed"):
+    if r.echo is None:  # greedy or auto: K_t varied
         raise ValueError(f"curves: records of policy {r.policy!r} have no single K; give sync or fixed-K runs")
     if r.epoch.size and int(np.max(r.epoch)) > 0:
         raise ValueError("curves: records over more than one epoch: from the second epoch the first-step loss is a "
                          "training loss, not the population loss the target is about")
-    return (int(r.batch_size), 1 if r.policy == "sync" else int(r.echo)), np.asarray(r.first_loss, dtype=float)
+    return (int(r.batch_size), int(r.echo)), np.asarray(r.first_loss, dtype=float)
 
 
 def _from_csv(path) -> dict:
@@ -149,10 +147,8 @@ def steps_from_curves(curves, target_loss: float, window: int = 10) -> dict:
     """Steps to target for `echosim.planner.response.fit_response`: key B (K = 1) or (B, K),
     value a list with one entry per run that reached `target_loss` (K x fresh batches).
     ValueError naming `curves` if some (B, K) never reaches it, or `target_loss`/`window`."""
-    if isinstance(target_loss, bool) or not isinstance(target_loss, numbers.Real) or not math.isfinite(target_loss):
-        raise ValueError(f"target_loss: expected a finite loss to reach with the curves, got {target_loss!r}")
-    if isinstance(window, bool) or not isinstance(window, numbers.Integral) or window < 1:
-        raise ValueError(f"window: expected an integer >= 1 (fresh batches in the trailing mean), got {window!r}")
+    check_real("target_loss (the loss to reach with the curves)", target_loss)
+    check_int("window (fresh batches in the trailing mean)", window, lo=1)
     out = {}
     for (B, K), cs in load_curves(curves).items():
         T = [batches_to_reach(c, float(target_loss), int(window)) for c in cs]

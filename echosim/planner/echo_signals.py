@@ -120,9 +120,9 @@ def echo_gains(records, min_batches: int = 8) -> dict:
     same start."""
     by_b: dict = {}
     for B, r in _flat(records):
-        if B is None or r.policy not in ("sync", "fixed"):
+        if B is None or r.echo is None:  # a run's K is its records' echo (1 under sync); None: K_t varied
             continue
-        K = 1 if r.policy == "sync" else int(r.echo)
+        K = int(r.echo)
         by_b.setdefault(int(B), {}).setdefault(K, []).append(r)
     out = {}
     for B, per_k in by_b.items():

@@ -18,10 +18,11 @@ BAND = (0.1, 0.9)
 
 def pipeline(c: Candidate, loader, step, prefetch: int):
     """The pipeline of a candidate (`echosim.pipeline.model.Pipeline`) with its loader and step times."""
-    from echosim.pipeline.model import Pipeline
+    from echosim.pipeline.model import POLICIES, Pipeline
 
-    kw = {"echo": float(c.echo)} if c.policy == "fixed" else {}
-    if c.policy == "greedy":
+    row = POLICIES[c.policy]
+    kw = {"echo": float(c.echo)} if row.takes_echo else {}
+    if row.capped:
         kw["max_echo"] = c.max_echo
     return Pipeline(loader, workers=c.workers, prefetch=prefetch, step_time=step, policy=c.policy, **kw)
 
@@ -29,6 +30,7 @@ def pipeline(c: Candidate, loader, step, prefetch: int):
 def evaluate(c: Candidate, loader, step, response, ctx) -> Outcome:
     """Form (b): T from the fitted model (greedy: from its simulated K_t batch by batch);
     wall-clock from the pipeline, over the model's draws and the loader's seeds."""
+    from echosim.pipeline.model import POLICIES
     from echosim.pipeline.schedule import simulate
 
     n_probe = 2000
@@ -38,7 +40,7 @@ def evaluate(c: Candidate, loader, step, response, ctx) -> Outcome:
     probe = simulate(p, n_probe, seed=seqs[0])
     sm = probe.summary()
     kbar = float(sm["mean_echo"])
-    if c.policy == "greedy":
+    if POLICIES[c.policy].capped:  # K_t follows the loader: T from the simulated K_t, batch by batch
         T_draws = response.predict_schedule(np.resize(probe.steps_per_batch, 200_000), B, draws=True)
         T_med = response.predict_schedule(np.resize(probe.steps_per_batch, 200_000), B)
     else:

@@ -7,11 +7,13 @@ shared host the loader and the step slow each other down, differently under each
 
 from __future__ import annotations
 
-import numbers
 from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
+
+from echosim._validate import check_int
+from echosim.planner.candidates import BASELINE
 
 __all__ = ["recorded_timing", "check_records"]
 
@@ -49,8 +51,7 @@ def _flatten(records):
     if isinstance(records, Mapping):
         out = []
         for B, v in records.items():
-            if isinstance(B, bool) or not isinstance(B, numbers.Integral) or B < 1:
-                raise ValueError(f"records: batch sizes must be integers >= 1, got {B!r}")
+            check_int("records: a batch size", B, lo=1)
             for r in (v if isinstance(v, (list, tuple)) else [v]):
                 out.append((int(B), _as_records(r, f"at B = {B}")))
         return out
@@ -101,7 +102,7 @@ def recorded_timing(records, batch_sizes) -> dict:
     recorded: dict = {}
     for (b, policy, echo), g in groups.items():
         load = np.concatenate(g["load"])
-        if not load.size and policy == "sync":
+        if not load.size and policy == BASELINE:
             # under sync a loader that always ran ahead is faster than a step: its (lower-bound)
             # times say so, which is all the plan needs (the loader keeps up)
             load = np.concatenate(g["all"])

@@ -42,11 +42,12 @@ True
 from __future__ import annotations
 
 import math
-import numbers
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
+
+from echosim._validate import check_int, check_real
 
 __all__ = ["Response", "fit_response", "PRIOR", "MODEL_ERROR", "SINGLE_RUN_ERROR", "ACCURACY", "MAX_ECHO", "k_eff", "t_one",
            "check_batch_size"]
@@ -230,8 +231,7 @@ def check_batch_size(B, name: str, n_features: int = 1, itemsize: int = 4) -> in
     hold (`echosim.experiments.limits.max_batch_size`, for a problem of `n_features`)."""
     from echosim.experiments.limits import max_batch_size
 
-    if isinstance(B, bool) or not isinstance(B, numbers.Integral) or B < 1:
-        raise ValueError(f"{name}: batch sizes must be integers >= 1, got {B!r}")
+    check_int(name, B, lo=1)
     top = max_batch_size(n_features, itemsize)
     if B > top:
         raise ValueError(f"{name}: batch size {B:,} is more than a simulated run can hold on this machine "
@@ -247,12 +247,8 @@ def _key(key) -> tuple[int, int]:
         B, K = key
     else:
         B, K = key, 1
-    if isinstance(B, bool) or not isinstance(B, numbers.Integral) or B < 1:
-        raise ValueError(f"steps_to_target: batch sizes must be integers >= 1, got {B!r} in key {key!r}")
-    if isinstance(K, bool) or not isinstance(K, numbers.Integral) or K < 1:
-        raise ValueError(f"steps_to_target: the echo factor K must be an integer >= 1, got {K!r} in key {key!r}")
-    if K > MAX_ECHO:
-        raise ValueError(f"steps_to_target: the echo factor K must be at most {MAX_ECHO}, got {K!r} in key {key!r}")
+    check_int(f"steps_to_target: the batch size B in key {key!r}", B, lo=1)
+    check_int(f"steps_to_target: the echo factor K in key {key!r}", K, lo=1, hi=MAX_ECHO)
     check_batch_size(B, "steps_to_target")
     return int(B), int(K)
 
@@ -305,11 +301,9 @@ def fit_response(steps_to_target, *, n_draws: int = N_DRAWS, rel_error: float = 
         (`echosim.planner.echo_signals.echo_gains`): each one weighs the draws of the echo
         model like an echoed measurement, on K_eff itself (no T(1, B) involved).
     """
-    if not (isinstance(rel_error, numbers.Real) and 0 <= rel_error < 1):
-        raise ValueError(f"rel_error must be a number in [0, 1), got {rel_error!r}")
-    if noise_scale is not None and (isinstance(noise_scale, bool) or not isinstance(noise_scale, numbers.Real)
-                                    or not (math.isfinite(noise_scale) and noise_scale > 0)):
-        raise ValueError(f"noise_scale: expected a measured gradient-noise scale > 0 (examples), got {noise_scale!r}")
+    check_real("rel_error", rel_error, lo=0.0, hi=1.0, hi_open=True)
+    if noise_scale is not None:
+        check_real("noise_scale (a measured gradient-noise scale, in examples)", noise_scale, lo=0.0, lo_open=True)
     gains = _gains(echo_gains)
     data = measurements(steps_to_target)
     base = [(B, T) for B, K, T in data if K == 1]

@@ -5,9 +5,7 @@ setting, budgets extended until the baseline reaches the target).
 `problem_config` turns a preset name (``"logistic"``, ``"least_squares"``,
 ``"dataset:breast_cancer"``) or a ``[problem]`` dict into a resolved problem table;
 `lr_grid_for` picks a learning-rate grid from the problem's smoothness, `method_lr_grid`
-the grid of a method (its row's own, or that one);
-`tuned_batches` measures fresh batches to target T(K, B) without a pipeline (used by
-the model-accuracy benchmark and the tests).
+the grid of a method (its row's own, or that one).
 """
 
 from __future__ import annotations
@@ -17,7 +15,7 @@ import tempfile
 
 import numpy as np
 
-__all__ = ["PROBLEMS", "problem_config", "lr_grid_for", "method_lr_grid", "tuned_batches", "run_config"]
+__all__ = ["PROBLEMS", "problem_config", "lr_grid_for", "method_lr_grid", "run_config", "initial_budget"]
 
 PROBLEMS = {
     # ill-conditioned (eigenvalues i^-2, condition number 100), so curvature, not only noise, sets T
@@ -99,12 +97,14 @@ def _say(text: str) -> None:
 
 def _candidate_words(cands) -> str:
     """"sync, fixed K=2/4/8, greedy, auto": the candidates of one sweep, in a few words."""
-    fixed = [str(int(c["echo"])) for c in cands if c["policy"] == "fixed"]
+    from echosim.pipeline.model import POLICIES
+
+    fixed = [str(int(c["echo"])) for c in cands if POLICIES[c["policy"]].takes_echo]
     out = []
     for c in cands:
-        if c["policy"] == "fixed":
+        if POLICIES[c["policy"]].takes_echo:
             if fixed:
-                out.append("fixed K=" + "/".join(fixed))
+                out.append(f"{c['policy']} K=" + "/".join(fixed))
                 fixed = []
         else:
             out.append(c["policy"])
@@ -115,73 +115,10 @@ _MAX_BUDGET = 64_000
 """Fresh batches beyond which the sync baseline's budget is no longer doubled (form (a))."""
 
 
-def _initial_budget(B: int) -> int:
+def initial_budget(B: int) -> int:
+    """Fresh batches the sync baseline's first runs get at batch size B (form (a) doubles
+    it until the baseline reaches the target, up to `_MAX_BUDGET`)."""
     return int(max(40, min(4000, 6000 / math.sqrt(B))))
-
-
-def tuned_batches(problem, batch_sizes, echoes, *, repetitions: int = 2, rtol: float = 0.01, window: int = 10,
-                  seed: int = 0, workers: int = 2, lr_decades: float = 3.0, per_decade: int = 4,
-                  max_budget: int = 64_000, slack: float = 1.5, rule: str = "first"):
-    """Fresh batches to target T(K, B), learning rate tuned per (B, K), no pipeline.
-
-    Stage 1 runs K = 1 at every B, doubling the budget of fresh batches until the
-    tuned lr reaches the target on a majority of seeds (or `max_budget`); stage 2 runs
-    every K with ``slack`` × the baseline's T (+ the trailing window) as budget.
-    Returns a pandas DataFrame: problem, B, K, lr, lr_edge, T (median over seeds;
-    inf if never), n_converged, n_seeds, budget.
-    """
-    import pandas as pd
-
-    from echosim.experiments.specs import build_problem
-
-    pconf = problem_config(problem)
-    from echosim.experiments.config import parse_config
-
-    probe = parse_config({"problem": pconf, "optimizer": {"lr": 1.0, "batch_size": 1},
-                          "sweep": {"n_batches": 1, "window": 1}}, source="<plan>")
-    problem_obj = build_problem(probe.runs[0].problem)
-    lr = lr_grid_for(problem_obj, lr_decades, per_decade)
-    settings = {"name": "plan-response", "seed": seed, "repetitions": repetitions, "rtol": rtol,
-                "window": window, "iterate": "last", "tune_by": "batches", "rule": rule}
-    budgets = {int(B): _initial_budget(int(B)) for B in batch_sizes}
-    T1: dict = {}
-    todo = sorted(budgets)
-    while todo:
-        data = {"problem": pconf, "optimizer": {"lr": lr, "echo": 1},
-                "sweep": dict(settings), "joint": {"optimizer.batch_size, sweep.n_batches":
-                                                    [[B, budgets[B]] for B in todo]}}
-        _, rep = run_config(data, workers)
-        nxt = []
-        for _, r in rep.tuned.iterrows():
-            B = int(r["optimizer.batch_size"])
-            if r["n_converged"] * 2 > r["n_seeds"] and math.isfinite(r["conv_batches"]):
-                T1[B] = float(r["conv_batches"])
-            elif budgets[B] * 2 <= max_budget:
-                budgets[B] *= 2
-                nxt.append(B)
-            else:
-                T1[B] = math.inf
-        todo = nxt
-    rows = []
-    reach = [B for B in sorted(T1) if math.isfinite(T1[B])]
-    if reach:
-        joint = [[B, int(math.ceil(slack * T1[B])) + window + 5] for B in reach]
-        data = {"problem": pconf, "optimizer": {"lr": lr, "echo": [int(k) for k in echoes]},
-                "sweep": dict(settings), "joint": {"optimizer.batch_size, sweep.n_batches": joint}}
-        _, rep = run_config(data, workers)
-        for _, r in rep.tuned.iterrows():
-            rows.append({"B": int(r["optimizer.batch_size"]), "K": int(r["optimizer.echo"]),
-                         "lr": float(r["optimizer.lr"]), "lr_edge": r["lr_edge"],
-                         "T": float(r["conv_batches"]), "n_converged": int(r["n_converged"]),
-                         "n_seeds": int(r["n_seeds"]), "budget": int(r["sweep.n_batches"])})
-    for B in sorted(T1):
-        if not math.isfinite(T1[B]):
-            for K in echoes:
-                rows.append({"B": B, "K": int(K), "lr": math.nan, "lr_edge": "", "T": math.inf,
-                             "n_converged": 0, "n_seeds": repetitions, "budget": budgets[B]})
-    df = pd.DataFrame(rows).sort_values(["B", "K"]).reset_index(drop=True)
-    df.insert(0, "problem", problem if isinstance(problem, str) else str(pconf.get("kind")))
-    return df
 
 
 def _probe(pconf: dict, optimizer: dict | None = None):
@@ -249,7 +186,8 @@ def run_candidates(specs, times, pconf, ctx, target, processes, results, progres
     `echosim.planner.candidates.Candidate`s, `times` their (loader, step) service times;
     returns (one `Outcome` per candidate, source text, notes).
     """
-    from echosim.planner.candidates import Outcome
+    from echosim.pipeline.model import POLICIES
+    from echosim.planner.candidates import BASELINE, Outcome
 
     # read-only views of the candidates with their timing; the results go to `found`
     cands = [{**c.as_dict(), "loader_time": ld, "step_time_dist": st, "_i": i}
@@ -279,29 +217,30 @@ def run_candidates(specs, times, pconf, ctx, target, processes, results, progres
         group = f"group {gi} of {len(groups)} (B = {B}, {W} loader worker{'s' if W > 1 else ''})"
         pipe = {"arrival": _service_table(mine[0]["loader_time"]), "step_time": _service_table(mine[0]["step_time_dist"]),
                 "workers": W, "prefetch": ctx["prefetch"]}
-        if not any(c["policy"] == "sync" for c in mine):  # every timing group needs its own baseline budget
-            mine_base = [{"policy": "sync", "echo": 1}]
+        if not any(c["policy"] == BASELINE for c in mine):  # every timing group needs its own baseline budget
+            mine_base = [{"policy": BASELINE, "echo": 1}]
         else:
-            mine_base = [c for c in mine if c["policy"] == "sync"]
+            mine_base = [c for c in mine if c["policy"] == BASELINE]
 
         def sweep(cs, n_batches, desc):
             pol = [c["policy"] for c in cs]
             p = dict(pipe)
-            if "greedy" in pol or "auto" in pol:
+            if any(POLICIES[q].capped for q in pol):
                 p["max_echo"] = ctx["max_echo"]
             data = {"problem": pconf, "pipeline": p,
                     "optimizer": {"lr": lr, "batch_size": B, **optimizer},
                     "sweep": dict(settings, n_batches=n_batches)}
-            if "fixed" in pol:
+            if any(POLICIES[q].takes_echo for q in pol):
                 data["joint"] = {"pipeline.policy, optimizer.echo": [[c["policy"], int(c["echo"]) if
-                                                                     c["policy"] == "fixed" else 1] for c in cs]}
+                                                                     POLICIES[c["policy"]].takes_echo else 1]
+                                                                    for c in cs]}
             else:
                 p["policy"] = list(dict.fromkeys(pol))
             rep = run_config(data, processes, results, progress, desc)[1]
             _collect_failures(rep.summary, failed)
             return rep
 
-        budget = _initial_budget(B)
+        budget = initial_budget(B)
         search = 0
         while True:
             search += 1
@@ -333,7 +272,7 @@ def run_candidates(specs, times, pconf, ctx, target, processes, results, progres
         for c in mine:
             sel_t = tuned["pipeline.policy"] == c["policy"]
             sel_s = summary["pipeline.policy"] == c["policy"]
-            if c["policy"] == "fixed":
+            if POLICIES[c["policy"]].takes_echo:
                 sel_t &= tuned["optimizer.echo"] == c["echo"]
                 sel_s &= summary["optimizer.echo"] == c["echo"]
             if not sel_t.any():  # sync-only budget search failed: the fixed/greedy runs never ran
@@ -351,7 +290,7 @@ def run_candidates(specs, times, pconf, ctx, target, processes, results, progres
             conv_k = rows["conv_steps"].to_numpy(float)
             ok = np.isfinite(conv_t)
             kbar = float(np.median(rows["schedule.mean_echo"]))
-            if ok.any() and c["policy"] in ("greedy", "auto"):
+            if ok.any() and POLICIES[c["policy"]].capped:
                 kbar = float(np.median(conv_k[ok] / conv_b[ok]))
             res = {}
             if c["policy"] == "auto":  # the caps it chose, in the first seed's run at the tuned lr
@@ -367,7 +306,7 @@ def run_candidates(specs, times, pconf, ctx, target, processes, results, progres
                      utilization=float(np.median(conv_k[ok] * c["step_time_dist"].mean / conv_t[ok]))
                      if ok.any() else math.nan,
                      throughput=float(np.median(rows["schedule.throughput"])), budget=n_budget)
-            name = f"{c['policy']}{' K=' + str(c['echo']) if c['policy'] == 'fixed' else ''} at B = {B}"
+            name = f"{c['policy']}{' K=' + str(c['echo']) if POLICIES[c['policy']].takes_echo else ''} at B = {B}"
             if math.isfinite(T1) and ok.sum() * 2 <= len(rows):
                 notes.append(f"{name}: reached the target and stayed there on {int(ok.sum())} of {len(rows)} "
                              f"seeds within the budget of {n_budget} fresh batches (1.5x sync's)")

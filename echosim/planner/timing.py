@@ -1,7 +1,8 @@
 """The planner's timing inputs: durations with units, service-time specs as text
 (``gamma(mean=80ms, cv=0.5)``), measured traces, and times per batch that are affine
 in the batch size (a + b·B, fitted from measurements at two or more batch sizes): the
-loader's and the step's.
+loader's and the step's; and each candidate's timing (`candidate_timing`), from these
+specs or from the records of the user's own run.
 
 Every time is in seconds inside the planner. Text must carry a unit (``ns``, ``us``,
 ``ms``, ``s``, ``min``, ``h``): ``"10"`` is refused, since a step of 10 s and one of 10
@@ -31,16 +32,17 @@ import numbers
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
+from echosim._validate import check_int
 from echosim.pipeline.batch_time import affine_fit
+from echosim.pipeline.model import POLICIES
 from echosim.pipeline.service_times import FAMILIES, ServiceTime, as_service_time
 from echosim.pipeline.traces import Trace
 
 __all__ = ["UNITS", "parse_duration", "parse_service_time", "TimeModel", "fit_loader", "fit_times", "as_loader",
-           "as_time_model", "format_duration"]
+           "as_time_model", "format_duration", "format_count", "CandidateTiming", "candidate_timing"]
 
 UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "sec": 1.0, "min": 60.0, "h": 3600.0}
 """Time units accepted in text input, in seconds."""
@@ -243,8 +245,7 @@ def fit_times(measured: Mapping, name: str = "loader") -> TimeModel:
                          f"got {measured!r:.60}")
     shapes, xs, ys = [], [], []
     for B, prof in measured.items():
-        if isinstance(B, bool) or not isinstance(B, numbers.Integral) or B < 1:
-            raise ValueError(f"{name}: batch sizes must be integers >= 1, got {B!r}")
+        check_int(f"{name}: a batch size", B, lo=1)
         if isinstance(prof, (list, tuple, np.ndarray)):
             try:
                 prof = Trace(np.asarray(prof, dtype=float), "resample")
@@ -301,8 +302,97 @@ def format_duration(seconds: float) -> str:
     return f"{seconds:.3g} s"  # pragma: no cover
 
 
-def load_trace_file(path, name: str, unit: str = "s") -> Trace:
-    """A measured trace from a ``.csv``/``.npy`` file (times in `unit`); ValueError names `name`."""
-    if not Path(path).is_file():
-        raise ValueError(f"{name}: file {str(path)!r} does not exist")
-    return _read_trace({"path": str(path), "unit": unit}, name)
+def format_count(v) -> str:
+    """A count of batches or steps, or an echo factor, as the plan shows it: ``'12'``,
+    ``'2.5'``; ``'never'`` for None or a non-finite value."""
+    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+        return "never"
+    v = float(v)
+    return str(int(round(v))) if abs(v - round(v)) < 1e-9 or v >= 100 else f"{v:.3g}"
+
+
+# --------------------------------------------------------------------------- each candidate's timing
+
+
+@dataclass(frozen=True)
+class CandidateTiming:
+    """Where each candidate's loader and step times come from: specs (the same for every
+    policy), or the records of runs through `echoing` (per policy and batch size)."""
+
+    load: TimeModel | None = None
+    step: TimeModel | None = None
+    recorded: dict | None = None  # B -> [(mean echo, policy, loader dist or None, step dist, record index)]
+    describe: str = ""
+
+    def for_candidate(self, policy: str, echo: float, B: int):
+        """(loader ServiceTime, step ServiceTime, note) for a candidate."""
+        if self.recorded is None:
+            return self.load.at(B), self.step.at(B), None
+        groups = self.recorded[B]
+        row = POLICIES[policy]  # K: given, varied with the loader's waits (None), or 1
+        k = float(echo) if row.takes_echo else (None if row.capped else 1.0)
+        same = [g for g in groups if g[1] == policy and (k is None or abs(g[0] - k) < 1e-9)]
+        pool = same or sorted(groups, key=lambda g: abs(math.log(g[0]) - math.log(k if k else groups[-1][0])))
+        g = pool[0]
+        loader = g[2] if g[2] is not None else next((h[2] for h in sorted(
+            groups, key=lambda h: abs(math.log(h[0]) - math.log(g[0]))) if h[2] is not None), None)
+        note = None if same else f"{_policy_text(policy, echo)} at B = {B}: timed from the {g[1]} run's records"
+        return loader, g[3], note
+
+    def for_candidates(self, cands) -> tuple[list, list[str]]:
+        """[(loader, step)] for each `Candidate`, and the notes (each once) on candidates timed
+        from another policy's records."""
+        times, notes = [], []
+        for c in cands:
+            loader_time, step_dist, note = self.for_candidate(c.policy, c.echo, c.batch_size)
+            times.append((loader_time, step_dist))
+            if note and note not in notes:
+                notes.append(note)
+        return times, notes
+
+    def mean_loader(self, B: int) -> float:
+        if self.recorded is None:
+            return self.load.mean_at(B)
+        return min(g[2].mean for g in self.recorded[B] if g[2] is not None)
+
+    def mean_step(self, B: int) -> float:
+        if self.recorded is None:
+            return self.step.mean_at(B)
+        return min(g[3].mean for g in self.recorded[B])
+
+    def ratio(self, B: int, W: int) -> float:
+        """R = t_load / (W t_step): how many steps the mean loader time per batch is with W workers."""
+        return self.mean_loader(B) / (W * self.mean_step(B))
+
+
+def _policy_text(policy, echo) -> str:
+    return f"{policy} K={format_count(echo)}" if POLICIES[policy].takes_echo else policy
+
+
+def candidate_timing(loader, step_time, records, batch_sizes, workers) -> CandidateTiming:
+    """`plan`'s timing: from the loader and step-time specs (checked at every batch size), or
+    from `records` of the user's own run (one loader worker); ValueError naming the argument."""
+    if records is None:
+        if loader is None or step_time is None:
+            raise ValueError(f"{'loader' if loader is None else 'step_time'}: required (a time per batch such as "
+                             "'80ms' or 'gamma(mean=80ms, cv=0.5)'), unless records= gives both from a run")
+        load = as_loader(loader)
+        step = as_time_model(step_time, "step_time")
+        for B in batch_sizes:  # a fitted a + b·B must be positive at every candidate B
+            load.at(B)
+            step.at(B)
+        return CandidateTiming(load=load, step=step, describe=f"loader {load.describe()}; step {step.describe()}")
+    if loader is not None or step_time is not None:
+        raise ValueError("records: give either records (timing from your own run) or loader and step_time, not both")
+    if list(workers) != [1]:
+        raise ValueError("workers: records time your loader as it ran, with its own workers; to compare worker "
+                         "counts, profile one worker alone (loader=) instead")
+    from echosim.planner.recorded import recorded_timing
+
+    recorded = recorded_timing(records, batch_sizes)
+    parts = []
+    for B, groups in recorded.items():
+        parts.append(f"B = {B}: " + "; ".join(
+            f"{p} (mean K {k:.3g}): loader {format_duration(ld.mean) if ld is not None else 'ran ahead'}, "
+            f"step {format_duration(st.mean)}" for k, p, ld, st, _ in groups))
+    return CandidateTiming(recorded=recorded, describe="in-run timing from the records: " + " | ".join(parts))

@@ -49,7 +49,7 @@ def test_json_to_a_file_is_written_atomically_and_the_table_printed(capsys, tmp_
     (["--loader", "80ms", "--echo", "two"], "--echo"),
     (["--loader", "80ms", "--json", "/nonexistent/dir/plan.json"], "--json"),
     (["--loader", "80ms", "--steps-to-target", "64=1100,1024=160,256x4=3"], "steps_to_target: at B = 256, K = 4"),
-    (["--loader", "80ms", "--steps-to-target", "64=1100,1024=160,256x100000000000000000000=300"], "at most 4096"),
+    (["--loader", "80ms", "--steps-to-target", "64=1100,1024=160,256x100000000000000000000=300"], "<= 4096"),
     (["--loader", "80ms", "--batch-size", "100000000000000000000000"], "batch_size"),
     (["--loader", "80ms", "--step-time", "64=15ms", "--step-time", "64=20ms"],
      "--step-time: batch size 64 given twice ('15ms' and '20ms')"),
