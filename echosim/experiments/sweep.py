@@ -69,6 +69,12 @@ class SweepReport:
             self._curves_df = None if self.curves_table is None else self.curves_table.to_pandas()
         return self._curves_df
 
+    def __repr__(self) -> str:
+        c = self.counts
+        return (f"SweepReport(out={str(self.out)!r}, runs={self.n_runs} ({self.n_new} new, {self.n_resumed} resumed), "
+                f"ok={c.get('ok', 0)}, diverged={c.get('diverged', 0)}, failed={c.get('failed', 0)}, "
+                f"elapsed='{self.elapsed:.1f} s')")
+
     def in_words(self) -> list[str]:
         """One plain sentence per batch size: what echoing buys, at which K (see `report.in_words`)."""
         from echosim.experiments.report import in_words
