@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import functools
 import http.server
+import os
 import posixpath
 import re
 import shutil
@@ -210,7 +211,8 @@ def check_site(site: Path, docs: Path) -> list:
 def build(dest: Path) -> None:
     """``mkdocs build --strict`` of the repository's docs into ``dest``."""
     cmd = [sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(dest)]
-    subprocess.run(cmd, cwd=ROOT, check=True)
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}  # Material's banner, not a problem
+    subprocess.run(cmd, cwd=ROOT, check=True, env=env)
 
 
 def find_chromium():
