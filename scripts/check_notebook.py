@@ -167,8 +167,8 @@ CELLS = [
         conf = parse_config({
             'problem': {'kind': 'logistic', 'dim': 3},
             'pipeline': {'arrival': 4.0, 'policy': 'fixed'},
-            'optimizer': {'lr': [0.3, 1.0], 'batch_size': 8, 'echo': [1, 2]},
-            'sweep': {'n_batches': 100, 'repetitions': 2, 'name': 'nb'},
+            'optimizer': {'lr': [0.1, 0.3, 1.0, 3.0], 'batch_size': 8, 'echo': [1, 2]},
+            'sweep': {'n_batches': 100, 'repetitions': 2, 'rtol': 0.05, 'name': 'nb'},
         })
         store = tempfile.mkdtemp()  # not the machine's run store
         report = run_sweep(conf, out=tempfile.mkdtemp(), workers=1, progress=False,

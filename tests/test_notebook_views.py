@@ -5,6 +5,8 @@ What scripts/check_notebook.py found in a real Jupyter kernel, held here without
 
 from pathlib import Path
 
+import pytest
+
 import echosim
 from echosim.experiments.sweep import SweepReport
 from echosim.loop.echoing import echoing
@@ -51,3 +53,17 @@ def test_records_at_start_up_do_not_claim_the_loop_waited_all_the_time():
         it.report(1.0)
     done = it.records()
     assert done.n_batches == 4 and "% of the time" in done._repr_html_() and "wait='-'" not in repr(done)
+
+
+def test_sweep_report_html_says_no_where_lr_is_inside_its_grid():
+    pd = pytest.importorskip("pandas")
+    tuned = pd.DataFrame({"optimizer.echo": [1, 2], "optimizer.lr": [1.0, 0.1], "lr_edge": ["", "low"],
+                          "conv_batches": [11.0, float("inf")], "conv_time": [45.0, float("inf")]})
+    report = SweepReport(out=Path("r"), n_runs=4, n_new=4, n_resumed=0, counts={"ok": 4}, elapsed=1.0,
+                         compile_seconds=0.0, workers=1, scheduler=None, summary=None, tuned=tuned)
+    report.in_words = list  # the sentences need the summary table; not what this test reads
+    page = report._repr_html_()
+    assert "lr* at the grid&#x27;s edge" in page or "lr* at the grid's edge" in page
+    assert "<td>no</td>" in page and "<td>low</td>" in page and "<td></td>" not in page
+    assert "conv_batches" not in page and "conv_time" not in page
+    assert "T to target (fresh batches)" in page and "wall-clock to target (simulated time units)" in page
