@@ -13,6 +13,10 @@ without the store's internal column names; library calls print nothing unless as
 (the once-per-machine compile notice aside); and the kernel's global state
 (matplotlib's backend and rcParams, NumPy's global random state and print options,
 warning filters, logging handlers) is what it was before echosim ran.
+A sweep's progress must show, named: tqdm's widget where tqdm and ipywidgets are
+importable (``pip install 'echosim[notebook]'``; to try it without touching an
+environment, ``pip install --no-deps --target DIR tqdm ipywidgets widgetsnbextension
+jupyterlab_widgets`` and run with ``PYTHONPATH=DIR``), else lines on stderr.
 Exits 0 when every check holds, 1 otherwise, 2 when the Jupyter packages are missing.
 """
 
@@ -192,6 +196,8 @@ CELLS_THAT_MAY_PRINT = {
     "sweep_progress",
     "plan_progress",
 }
+PROGRESS_CELLS = {"sweep_progress": "nb"}  # cell -> the name its progress must show
+WIDGET = "application/vnd.jupyter.widget-view+json"
 FRAME_CELLS = {"trajectory_frame", "records_frame", "records_step_frame", "plan_frame"}
 # A column of a to_frame() table carries its unit in its name (a suffix, or a count named
 # by what it counts) or in the frame's attrs["units"]; indices, labels and flags need none.
@@ -272,6 +278,19 @@ def check_display(name, data, mentions):
     return problems
 
 
+def check_progress(name, streams, displays, desc):
+    """A long wait shows its progress, named: tqdm's widget where tqdm and ipywidgets are
+    installed, else a line on stderr with the name, the count and the rate."""
+    if any(WIDGET in d for d in displays):
+        return []
+    lines = "".join(text for stream, text in streams if stream == "stderr")
+    if re.search(rf"^{re.escape(desc)} .*\d+/\d+ \[", lines, re.MULTILINE):
+        return []
+    return [
+        f"{name}: no progress named {desc!r} (neither a widget nor a line on stderr)"
+    ]
+
+
 def check_frame(name, text):
     """Problems of a ``(columns, units)`` pair printed by a to_frame() cell."""
     import ast
@@ -315,6 +334,8 @@ def check_notebook(nb):
                 if "\r" in text:
                     problems.append(f"{name}: carriage returns in the cell's {stream}")
         displays = _texts(cell, "display")
+        if name in PROGRESS_CELLS:
+            problems += check_progress(name, streams, displays, PROGRESS_CELLS[name])
         if name in FRAME_CELLS:
             texts = [d.get("text/plain", "") for d in displays]
             problems += (

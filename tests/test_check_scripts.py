@@ -107,3 +107,11 @@ def test_notebook_check_reads_prints_errors_and_global_state():
     assert "global state changed: backend 'agg' -> 'inline'" in problems
     assert "trajectory: displayed nothing" in problems  # cells left without outputs
     assert not any(p.startswith("trace:") and "never says" in p for p in problems)
+
+
+def test_progress_must_show_named_as_a_widget_or_a_line():
+    line = [("stderr", "nb 100%|##########| 16/16 [00:00<00:00, 555.51 run/s]\n")]
+    assert nb.check_progress("p", line, [], "nb") == []
+    assert nb.check_progress("p", [], [{nb.WIDGET: {}, "text/plain": "nb: 0%"}], "nb") == []
+    assert nb.check_progress("p", [("stderr", "100%|##| 16/16 [00:00<00:00]\n")], [], "nb") != []
+    assert nb.check_progress("p", [("stdout", line[0][1])], [], "nb") != []
