@@ -7,6 +7,8 @@ Run from the repository root (the docs extra installed):
     python scripts/check_docs_site.py --pages index.html figures/index.html
 
 Checks, each of which fails the run:
+- every function signature of the reference is formatted (none on one line past 88
+  characters: without ruff in the docs extra they come out as one long line);
 - every internal link and image of every page points at a file of the site, and every
   ``#anchor`` at an id on the target page;
 - on each reference page, every object named by a ``:::`` line and every documented
@@ -189,6 +191,30 @@ def long_code_lines(html: str, limit: int = CODE_WIDTH) -> list:
     return out
 
 
+_SIGNATURE = re.compile(
+    r'<div class="doc-signature highlight">\s*<pre[^>]*>(.*?)</pre>', re.DOTALL
+)
+_CALL = re.compile(r"^[\w.]+\(.*\)( -> .*)?$")
+SIGNATURE_WIDTH = 88  # mkdocs.yml's line_length: ruff formats every longer signature
+
+
+def unformatted_signatures(html: str, limit: int = SIGNATURE_WIDTH) -> list:
+    """Function signatures written on one line longer than `limit` (the build formats
+    signatures with ruff, the docs extra; without it, or when a signature is not valid
+    Python, they come out as one long line), and constructors that list a ``ClassVar``
+    (a bare ``ClassVar`` annotation, which the docs' reader takes for a field)."""
+    import html as _html
+
+    out = []
+    for block in _SIGNATURE.findall(html):
+        text = _html.unescape(re.sub(r"<[^>]+>", "", block)).strip()
+        if "\n" not in text and len(text) > limit and _CALL.match(text):
+            out.append(text)
+        elif _CALL.match(text.replace("\n", " ")) and ": ClassVar" in text:
+            out.append(text)  # a class constant shown as a parameter of the constructor
+    return out
+
+
 def check_site(site: Path, docs: Path) -> list:
     """All problems of a built site, as messages."""
     files = {p.relative_to(site).as_posix() for p in site.rglob("*") if p.is_file()}
@@ -198,6 +224,13 @@ def check_site(site: Path, docs: Path) -> list:
         if f.endswith(".html")
     }
     problems = check_links(pages, files)
+    for f in sorted(pages):
+        if f.startswith("reference/"):
+            html = (site / f).read_text(encoding="utf-8")
+            problems += [
+                f"{f}: unformatted signature {sig[:70]!r}..."
+                for sig in unformatted_signatures(html)
+            ]
     for md in sorted((docs / "reference").glob("*.md")):
         objects = directives(md.read_text(encoding="utf-8"))
         html = f"reference/{md.stem}/index.html"

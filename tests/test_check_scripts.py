@@ -115,3 +115,17 @@ def test_progress_must_show_named_as_a_widget_or_a_line():
     assert nb.check_progress("p", [], [{nb.WIDGET: {}, "text/plain": "nb: 0%"}], "nb") == []
     assert nb.check_progress("p", [("stderr", "100%|##| 16/16 [00:00<00:00]\n")], [], "nb") != []
     assert nb.check_progress("p", [("stdout", line[0][1])], [], "nb") != []
+
+
+def test_a_signature_on_one_long_line_is_unformatted_but_a_long_value_is_not():
+    def block(text):
+        return f'<div class="doc-signature highlight"><pre><span></span><code>{text}</code></pre></div>'
+
+    args = ", ".join(f"argument_{i}: int = {i}" for i in range(6))
+    long_call = f"echoing({args}) -&gt; Records"
+    formatted = "echoing(\n" + "".join(f"    argument_{i}: int = {i},\n" for i in range(6)) + ")"
+    long_value = 'ACCURACY = "' + "x" * 200 + '"'
+    found = site.unformatted_signatures(block(long_call) + block(formatted) + block(long_value))
+    assert found == [f"echoing({args}) -> Records"]
+    classvar = "Exponential(fit_params: ClassVar = 1, mean: float)"
+    assert site.unformatted_signatures(block(classvar)) == [classvar]
