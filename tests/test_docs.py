@@ -170,6 +170,15 @@ def test_the_home_page_lists_every_how_to_of_the_nav():
         assert f"]({page})" in home, f"the home page does not list {title!r} ({page})"
 
 
+def test_the_home_page_links_every_reference_and_background_page_of_the_nav():
+    nav = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
+    pages = re.findall(r"^      - .+?: ((?:reference|background)/\S+\.md)$", nav, flags=re.M)
+    assert len(pages) >= 15
+    home = (DOCS / "index.md").read_text(encoding="utf-8")
+    missing = [page for page in pages if f"]({page})" not in home]
+    assert not missing, f"the home page does not link {missing}"
+
+
 def test_math_becomes_mathml_with_every_delimiter_as_a_character():
     pytest.importorskip("latex2mathml")
     spec = importlib.util.spec_from_file_location("mathml_hook", DOCS / "hooks" / "mathml.py")

@@ -1,6 +1,6 @@
 """Sweep configuration: a TOML file (or dict) ⇄ validated run specs, grid expansion, clear errors.
 
-A config has four sections and an optional fifth::
+A config has four sections and an optional fifth:
 
     [problem]    what is optimised (LeastSquares, Logistic, Dataset)
     [pipeline]   the data pipeline that decides when batches arrive (optional)

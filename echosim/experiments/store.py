@@ -3,7 +3,7 @@
 A run is identified by ``run_id``, the hash of its resolved spec (package version
 included, `echosim.experiments.specs.RunSpec`), not by the sweep that asked for it:
 any later sweep, figure or plan that needs a finished run finds it here and reuses it.
-The store is one directory (``$ECHOSIM_STORE``, default ``echosim-results/store``)::
+The store is one directory (``$ECHOSIM_STORE``, default ``echosim-results/store``):
 
     packs/<first run id>-<n>.parquet  finished runs (status ok or diverged): their curves,
                                       one row per logged point with a ``run_id`` column,

@@ -69,6 +69,12 @@ class SweepReport:
             self._curves_df = None if self.curves_table is None else self.curves_table.to_pandas()
         return self._curves_df
 
+    def __repr__(self) -> str:
+        c = self.counts
+        return (f"SweepReport(out={str(self.out)!r}, runs={self.n_runs} ({self.n_new} new, {self.n_resumed} resumed), "
+                f"ok={c.get('ok', 0)}, diverged={c.get('diverged', 0)}, failed={c.get('failed', 0)}, "
+                f"elapsed='{self.elapsed:.1f} s')")
+
     def in_words(self) -> list[str]:
         """One plain sentence per batch size: what echoing buys, at which K (see `report.in_words`)."""
         from echosim.experiments.report import in_words
@@ -90,7 +96,10 @@ class SweepReport:
                 and self.tuned[col].nunique(dropna=False) > 1 or col == "optimizer.lr"]
         keep += [col for col in ("lr_edge", "conv_batches", "conv_batches_low", "conv_batches_high", "conv_steps",
                                  "conv_samples", "conv_time", "n_converged", "n_seeds") if col in self.tuned.columns]
-        view = self.tuned[list(dict.fromkeys(keep))].rename(columns=_html_label)
+        view = self.tuned[list(dict.fromkeys(keep))].copy()
+        if "lr_edge" in view:  # "low"/"high", or "" when lr* is inside its grid
+            view["lr_edge"] = view["lr_edge"].replace("", "no")
+        view = view.rename(columns=_html_label)
         table = view.to_html(index=False, float_format=lambda v: f"{v:.4g}", na_rep="-")
         words = "".join(f"<li>{html.escape(line)}</li>" for line in self.in_words())
         unit = ("<p><small>Times to target are medians over seeds at the tuned lr*; inf: not reached within the "

@@ -371,8 +371,9 @@ class Records:
         s = self.summary()
         more = ""
         if self.n_batches:
+            wait = _fraction(s["wait_fraction"]) if self.n_batches > 1 else "-"  # no steady state yet
             more = (f", mean_echo={s['mean_echo']:.3g}, elapsed={_seconds(s['elapsed_s'])!r}, "
-                    f"wait={_fraction(s['wait_fraction'])!r}")
+                    f"wait={wait!r}")
         return (f"Records(policy={self.policy!r}, echo={self.echo!r}, batch_size={self.batch_size!r}, "
                 f"batches={self.n_batches}, steps={self.n_steps}{more})")
 
@@ -388,7 +389,8 @@ class Records:
                 ("epochs", str(s["epochs"])), ("elapsed", _seconds(s["elapsed_s"])),
                 ("mean load time", _seconds(s["mean_load_time_s"]) + " per batch"),
                 ("mean step time", _seconds(s["mean_step_time_s"])),
-                ("waiting (steady state)", _fraction(s["wait_fraction"]) + " of the time"),
+                ("waiting (steady state)", _fraction(s["wait_fraction"]) + " of the time"
+                 if self.n_batches > 1 else "- (the first batch is start-up)"),
                 ("fresh batches per second", f"{s['fresh_batches_per_s']:.3g}/s"
                  if math.isfinite(s["fresh_batches_per_s"]) else "-"),
                 ("clock", self.clock or "-")]

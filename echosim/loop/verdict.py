@@ -140,6 +140,10 @@ class Verdict:
     def __str__(self) -> str:
         return self.line
 
+    def __repr__(self) -> str:
+        # the line, not the raw measurements (``measured`` and ``prediction`` hold them)
+        return f"Verdict({self.line!r})"
+
     def _repr_html_(self) -> str:
         import html
 

@@ -3,7 +3,7 @@
 A real loader pays a fixed cost per batch (a: opening a shard, a host-to-device copy,
 Python overhead) and a cost per example (b: decoding, augmentation), so a batch of B
 examples takes a + b·B on average. `BatchTime` holds (a, b) and a noise family;
-``at(B)`` gives the service time of one batch. In a sweep config::
+``at(B)`` gives the service time of one batch. In a sweep config:
 
     arrival = {kind = "affine", fixed = 4.0, per_example = 0.004, noise = "gamma", cv = 0.5}
 

@@ -177,9 +177,10 @@ class Schedule:
         }
 
     def __repr__(self) -> str:
+        span = f"'{self.makespan:.6g} time units'" if self.timed else None  # counts only: no clock
         return (
             f"Schedule(n_batches={self.n_batches}, n_steps={self.n_steps}, "
-            f"makespan={self.makespan:.6g}, batch_size={self.batch_size})"
+            f"makespan={span}, batch_size={self.batch_size})"
         )
 
     def _repr_html_(self) -> str:

@@ -193,8 +193,8 @@ class Deterministic(ServiceTime):
     """Every batch takes exactly ``value`` (e.g. a steady accelerator step)."""
 
     kind: ClassVar[str] = "deterministic"
-    fit_params: ClassVar = 1
-    keys: ClassVar = (("value",), ())
+    fit_params: ClassVar[int] = 1
+    keys: ClassVar[tuple] = (("value",), ())
     value: float
 
     def __post_init__(self) -> None:
@@ -220,8 +220,8 @@ class Exponential(ServiceTime):
     """Memoryless times with the given ``mean`` (cv = 1)."""
 
     kind: ClassVar[str] = "exponential"
-    fit_params: ClassVar = 1
-    keys: ClassVar = (("mean",), ())
+    fit_params: ClassVar[int] = 1
+    keys: ClassVar[tuple] = (("mean",), ())
     mean: float
 
     def __post_init__(self) -> None:
@@ -248,8 +248,8 @@ class Gamma(ServiceTime):
     """
 
     kind: ClassVar[str] = "gamma"
-    fit_params: ClassVar = 2
-    keys: ClassVar = (("mean", "cv"), ())
+    fit_params: ClassVar[int] = 2
+    keys: ClassVar[tuple] = (("mean", "cv"), ())
     mean: float
     cv: float
 
@@ -291,8 +291,8 @@ class LogNormal(ServiceTime):
     """
 
     kind: ClassVar[str] = "lognormal"
-    fit_params: ClassVar = 2
-    keys: ClassVar = (("mean", "cv"), ())
+    fit_params: ClassVar[int] = 2
+    keys: ClassVar[tuple] = (("mean", "cv"), ())
     mean: float
     cv: float
 
@@ -335,8 +335,8 @@ class Pareto(ServiceTime):
     """
 
     kind: ClassVar[str] = "pareto"
-    fit_params: ClassVar = 2
-    keys: ClassVar = (("mean", "shape"), ())
+    fit_params: ClassVar[int] = 2
+    keys: ClassVar[tuple] = (("mean", "shape"), ())
     mean: float
     shape: float
 
@@ -380,7 +380,7 @@ class Stall(ServiceTime):
     """
 
     kind: ClassVar[str] = "stall"
-    keys: ClassVar = (("base", "p", "length"), ())
+    keys: ClassVar[tuple] = (("base", "p", "length"), ())
     base: ServiceTime
     p: float
     length: float

@@ -105,7 +105,7 @@ class Trace(ServiceTime):
     """
 
     kind: ClassVar[str] = "trace"
-    keys: ClassVar = ((), ("path", "times", "mode", "column", "scale"))
+    keys: ClassVar[tuple] = ((), ("path", "times", "mode", "column", "scale"))
     times: np.ndarray
     mode: str = "cycle"
     # Where the times came from, (path, scale), so to_dict can refer to the file
