@@ -40,6 +40,9 @@ FRAME_UNITS = {
     "lr": ("lr", "learning rate (tuned)"),
     "budget": ("budget_fresh_batches", "fresh batches simulated"),
     "converged": ("seeds_converged", "seeds that reached the target / seeds"),
+    "R": ("loader_to_step_R", "steps per mean loader time per batch, with W workers (t_load / (W t_step))"),
+    "max_echo": ("max_echo_K", "cap on K_t (greedy, auto), steps per fresh batch"),
+    "wall_clock_seeds": ("wall_clock_seeds_s", "s, one per seed"),
 }
 """`Plan.to_frame`'s column for each candidate key: (name, unit); other keys keep their name."""
 

@@ -136,6 +136,8 @@ def test_notebook_output_frame_html_and_a_figure_without_touching_the_backend(tm
                 "fresh_batches_to_target", "accelerator_busy_fraction"):
         assert col in df.columns and col in df.attrs["units"], col
     assert "wall_clock_to_target" not in df.columns  # every time column says its unit
+    labels = {"candidate", "policy", "recommended", "best_at_batch_size"}  # names and flags, no unit
+    assert set(df.columns) - labels <= set(df.attrs["units"])  # every number has its unit
     assert repr(p).startswith("Plan(recommended=") and "speedup=" in repr(p) and len(repr(p)) < 200
     assert "<table>" in p._repr_html_() and "recommended" in p._repr_html_()
     fig = p.plot()
