@@ -86,7 +86,7 @@ def _ms(seconds: float) -> str:
 
 def _policy(m: dict) -> str:
     p = m["policy"]
-    return p if p in ("sync",) else f"{p} (mean K {m['mean_echo']:.2g})"
+    return p if p in ("sync",) else f"{p} at mean K {m['mean_echo']:.2g}"
 
 
 @dataclass(frozen=True)

@@ -47,7 +47,7 @@ def test_pooled_over_a_pilot_reads_its_sync_runs():
     v = verdict(runs)
     assert v.measured["policy"] == "sync" and v.measured["steps"] == 8 and v.measured["waited"] == 6
     only_fixed = verdict(runs[1:2]).measured
-    assert only_fixed["waited_fraction"] == 0 and "fixed (mean K 4)" in str(verdict(runs[1:2]))
+    assert only_fixed["waited_fraction"] == 0 and "fixed at mean K 4" in str(verdict(runs[1:2]))
 
 
 def test_an_empty_run_says_so():
