@@ -482,10 +482,6 @@ def _subprocess_run(argv, tmp, timeout):
                                session=True)
 
 
-SMOKE = 4
-"""Cases in a smoke run: the first of the list and of the planner's, plus two spread between."""
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--subprocess", action="store_true", help="a fresh `python -m echosim` per case")
@@ -493,16 +489,14 @@ def main(argv=None) -> int:
     ap.add_argument("--only", help="only the cases whose command line contains this text")
     ap.add_argument("--show", action="store_true", help="print every case's stderr")
     ap.add_argument("--list", action="store_true", help="list the cases and exit")
-    harness.add_options(ap, smoke=f"{SMOKE} cases only: checks the script runs")
+    harness.add_options(ap, smoke="the first case of each kind (field, file, command line, plan) only")
     args = ap.parse_args(argv)
 
     cases = all_cases()
     if args.only:
         cases = [c for c in cases if args.only in c.argv]
     if args.smoke:
-        plan = [c for c in cases if c.group == "plan"][:1]
-        other = [c for c in cases if c.group != "plan"]
-        cases = other[:: max(1, len(other) // (SMOKE - 1))][: SMOKE - len(plan)] + plan
+        cases = [make()[0] for make in (_field_cases, _file_cases, _cli_cases, _plan_cases)]
     if args.list:
         for c in cases:
             print(f"{c.expect:5} {c.argv}")
