@@ -210,10 +210,16 @@ def clocked(fn, clock: str = "wall", units: float = 1.0):
 # --------------------------------------------------------------------------- JSON
 
 
-def jsonable(obj):
+def jsonable(obj, infinite: str = "string"):
     """Plain JSON values: NumPy scalars and arrays to numbers and lists, NaN to None, an
-    infinity to the string "inf" or "-inf", tuples and sets to lists, paths to strings,
-    dataclasses to dicts, other objects to their repr."""
+    infinity to the string "inf" or "-inf" (``infinite="null"``: to None), tuples and sets
+    to lists, paths to strings, dataclasses to dicts, other objects to their repr."""
+    if infinite not in ("string", "null"):
+        raise ValueError(f"infinite: expected 'string' or 'null', got {infinite!r}")
+    return _plain(obj, infinite == "string")
+
+
+def _plain(obj, inf_as_string: bool):
     if obj is None or isinstance(obj, (bool, str)):
         return obj
     if isinstance(obj, int):
@@ -222,32 +228,33 @@ def jsonable(obj):
         if math.isnan(obj):
             return None
         if math.isinf(obj):
-            return "inf" if obj > 0 else "-inf"
+            return ("inf" if obj > 0 else "-inf") if inf_as_string else None
         return obj
     if isinstance(obj, dict):
-        return {str(k): jsonable(v) for k, v in obj.items()}
+        return {str(k): _plain(v, inf_as_string) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return [jsonable(v) for v in obj]
+        return [_plain(v, inf_as_string) for v in obj]
     if isinstance(obj, (set, frozenset)):
-        return [jsonable(v) for v in sorted(obj, key=repr)]
+        return [_plain(v, inf_as_string) for v in sorted(obj, key=repr)]
     if isinstance(obj, Path):
         return str(obj)
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return jsonable(dataclasses.asdict(obj))
+        return _plain(dataclasses.asdict(obj), inf_as_string)
     item = getattr(obj, "item", None)  # NumPy scalars
     if callable(item) and getattr(obj, "shape", None) == ():
-        return jsonable(item())
+        return _plain(item(), inf_as_string)
     tolist = getattr(obj, "tolist", None)  # NumPy arrays
     if callable(tolist):
-        return jsonable(tolist())
+        return _plain(tolist(), inf_as_string)
     return repr(obj)
 
 
-def write_json(path, obj) -> Path:
-    """Write `obj` as strict JSON (no bare NaN or Infinity), atomically (temp file, rename)."""
+def write_json(path, obj, infinite: str = "string") -> Path:
+    """Write `obj` as strict JSON (no bare NaN or Infinity; see `jsonable`), atomically
+    (a temp file beside it, then a rename)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(jsonable(obj), allow_nan=False, indent=1)
+    text = json.dumps(jsonable(obj, infinite), allow_nan=False, indent=1)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
