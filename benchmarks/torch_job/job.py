@@ -13,7 +13,6 @@ import io
 import json
 import math
 import os
-import platform
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -243,11 +242,10 @@ class Snapshots:
 # ---- one run
 
 def versions() -> dict:
+    """The environment (`harness.environment`: machine, CPU, cores, versions, load) and Pillow's version."""
     import PIL
 
-    return {"python": platform.python_version(), "torch": torch.__version__, "pillow": PIL.__version__,
-            "numpy": np.__version__, "echosim": echosim.__version__, "machine": platform.machine(),
-            "cpus": os.cpu_count()}
+    return {**rules.harness.environment(), "pillow": PIL.__version__}
 
 
 def _close(it) -> None:

@@ -33,7 +33,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-import rules  # noqa: E402
+import rules
 
 PLANNED = {"K=1": ("sync", 1), "K=2": ("fixed", 2), "K=4": ("fixed", 4), "K=8": ("fixed", 8),
            "greedy": ("greedy", math.nan)}
