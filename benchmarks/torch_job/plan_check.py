@@ -228,11 +228,13 @@ def main(argv=None) -> int:
     target = a.target if a.target is not None else job["target"]
     rows = check_runs(runs, profiles, target, cfg["batch_size"], pilot=a.pilot, max_echo=cfg["max_echo"])
     summary = error_summary(rows)
-    print(f"Target: validation loss <= {target:g} (reached and kept); pilot: the first {a.pilot} fresh batches "
-          f"of each run; {len(rows)} runs.\n")
-    print(format_tables(rows, summary, a.pilot))
-    if a.json:
-        rules.write_json(a.json, {"target": target, "pilot": a.pilot, "rows": rows, "summary": summary})
+    with rules.harness.Session("torch_job/plan_check", None, argv) as session:
+        print(f"Target: validation loss <= {target:g} (reached and kept); pilot: the first {a.pilot} fresh batches "
+              f"of each run; {len(rows)} runs.\n")
+        print(format_tables(rows, summary, a.pilot))
+        if a.json:  # the rows and the summary, with the session's environment and load
+            rules.write_json(a.json, {**session.document(), "target": target, "pilot": a.pilot, "rows": rows,
+                                      "summary": summary})
     return 0
 
 
