@@ -231,7 +231,7 @@ def train(case: Case, problem, policy, seed: int, batches: list, scale: float = 
     fresh = -1           # index of the fresh batch being stepped on
     current = None
     last_end = 0.0
-    load0 = os.getloadavg()[0]
+    load0 = harness.load()[0]
     t0 = time.perf_counter()
     for batch in it:
         if batch is not current:  # a fresh batch: the previous one is done
@@ -263,7 +263,7 @@ def train(case: Case, problem, policy, seed: int, batches: list, scale: float = 
            "load_ms": 1e3 * float(np.mean(rec.load_time[:budget])),
            "step_ms_median": 1e3 * float(np.nanmedian(rec.step_time)),
            "step_ms_mean": 1e3 * float(np.nanmean(rec.step_time)),
-           "loadavg": [load0, os.getloadavg()[0]]}
+           "loadavg": [load0, harness.load()[0]]}
     if policy == "auto":
         out["decisions"] = [dict(d) for d in rec.decisions]
         out["auto_summary"] = summary.get("auto")
@@ -630,7 +630,7 @@ def run(args, names, policies, seeds, scale, auto_options) -> dict:
         if args.smoke:
             case = dataclasses.replace(case, budget=30)
         problem = case.make_problem()
-        load0, t0 = os.getloadavg()[0], time.perf_counter()
+        load0, t0 = harness.load()[0], time.perf_counter()
         runs = []
         for j, seed in enumerate(seeds):
             order = policies[j % len(policies):] + policies[:j % len(policies)]
@@ -643,7 +643,7 @@ def run(args, names, policies, seeds, scale, auto_options) -> dict:
                 runs.append(run)
                 print(f"  {name} seed {seed} {run['policy']:>6}: to target {_fmt_s(run['time'])} s "
                       f"(batch {run['T']}), mean K {run['steps'] / case.budget:.2f}", file=sys.stderr, flush=True)
-        text, res = case_report(case, problem, runs, seeds, (load0, os.getloadavg()[0]), time.perf_counter() - t0)
+        text, res = case_report(case, problem, runs, seeds, (load0, harness.load()[0]), time.perf_counter() - t0)
         print(text, flush=True)
         results.append(res)
         every.extend({"case": name, **{k: v for k, v in r.items() if k != "iterates"}} for r in runs)

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 import time
 
@@ -96,7 +95,7 @@ def torch_rows(repeats, n_batches=200):
             rows["step"].append(t2 - t1 + t4 - t3)
             rows["probe" if due else "lagged"].append(t1 - t0)
             rows["noise"].append(t3 - t2)
-    return {k: statistics.median(v) for k, v in rows.items()}
+    return {k: harness.median(v) for k, v in rows.items()}
 
 
 def main(argv=None):
@@ -111,7 +110,7 @@ def main(argv=None):
         dec = [decision_alone(n_dec) for _ in range(args.repeats)]
         per = harness.interleave({p: (lambda p=p: wrapper(p, n_wrap)) for p in ("sync", 4, "greedy", "auto")},
                                  args.repeats)
-        us = lambda x: 1e6 * x  # noqa: E731
+        us = lambda x: 1e6 * x
         print(f"{args.repeats} repeats\n")
         print("| what | median CPU per unit (µs) | IQR (µs) |\n|---|---:|---:|")
         rows = {"decision alone (Driver + AutoEcho), per fresh batch": harness.summary(dec)}

@@ -141,7 +141,7 @@ def run_one(task, policy, seed, batches, args, auto):
 
 
 def run_case(task, policies, seeds, args, auto) -> tuple[dict, list]:
-    load0, t0 = os.getloadavg()[0], time.perf_counter()
+    load0, t0 = harness.load()[0], time.perf_counter()
     runs = []
     for j, seed in enumerate(seeds):
         batches = None if task.kind == "torch" else task.batches(seed, task.budget + 1)
@@ -155,7 +155,7 @@ def run_case(task, policies, seeds, args, auto) -> tuple[dict, list]:
             print(f"  {task.name} seed {seed} {run.policy:>6}: to target {report.fmt(s['time'])} s "
                   f"(batch {s['T']}), mean K {np.mean(run.echo):.2f}, final {s['final']:.4g}, "
                   f"{run.wall_s:.1f} s", file=sys.stderr, flush=True)
-    res = report.case_result(task, runs, seeds, (load0, os.getloadavg()[0]), time.perf_counter() - t0)
+    res = report.case_result(task, runs, seeds, (load0, harness.load()[0]), time.perf_counter() - t0)
     return res, runs
 
 
@@ -236,7 +236,7 @@ def run(args, argv, tasks, names, policies, auto, torch_missing) -> dict:
               "so the checks below mean nothing")
     print(f"- sleeps x {args.time_scale:g}; signals {'requested' if args.signals else 'off'}"
           + (f"; auto {auto}" if auto else "") + "\n", flush=True)
-    t_all, load_start = time.perf_counter(), os.getloadavg()
+    t_all, load_start = time.perf_counter(), harness.load()
     results, every = [], []
 
     def write_out():  # after every case: an interrupted suite keeps the cases it finished

@@ -573,7 +573,7 @@ def run(args) -> tuple[int, dict]:
     except FileNotFoundError as e:
         print(f"bench_plan_validation.py: {e}", file=sys.stderr)
         return 2, {}
-    results = {"truths": args.out, "cells": int(len(truths.table))}
+    results = {"truths": args.out, "cells": len(truths.table)}
     if args.what == "truths":
         print_truths(truths)
         return 0, results

@@ -288,7 +288,6 @@ def sweep_rows(roots, repeats):
     (compiling) and with a warm one (its own cache, filled by an untimed run first), on 1
     and 2 workers, interleaved; this tree and --base with a fresh store and no lr extension
     (the same 1,476 runs as 0.1)."""
-    import statistics
 
     print(f"\n## The 0.1 default sweep's grid end to end (s, wall clock of the whole process, median of "
           f"{repeats} interleaved repeat(s))\n")
@@ -323,7 +322,7 @@ def sweep_rows(roots, repeats):
                 vals = results[(label, cache, w)]
                 nums = [v for v in vals if isinstance(v, float)]
                 if nums:
-                    med[(label, cache, w)] = statistics.median(nums)
+                    med[(label, cache, w)] = harness.median(nums)
                 out.append({"code": label, "numba_cache": cache, "workers": w, **harness.summary(nums)})
                 cells.append(f"{med[(label, cache, w)]:.1f}" if nums else f"failed: {vals[0]}")
             print(f"| {label} | {cache} | {cells[0]} | {cells[1]} |")

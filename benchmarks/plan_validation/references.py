@@ -44,8 +44,17 @@ from reference_solvers import newton_logistic, stationary_bfgs
 from reference_solvers import sigmoid as _sigmoid
 from reference_solvers import softplus as _softplus
 
-__all__ = ["LeastSquares", "FlightsLogistic", "FlightsSigmoid", "load_flights", "echoed_gd", "excess_risk", "newton_logistic",
-           "FLIGHTS_NUMERIC", "DIVERGED"]
+__all__ = [
+    "DIVERGED",
+    "FLIGHTS_NUMERIC",
+    "FlightsLogistic",
+    "FlightsSigmoid",
+    "LeastSquares",
+    "echoed_gd",
+    "excess_risk",
+    "load_flights",
+    "newton_logistic",
+]
 
 DIVERGED = 1e8
 """An iterate with a coordinate above this (or not finite) has diverged: its excess risk is inf."""

@@ -281,7 +281,7 @@ def train(policy, seed: int, cfg: JobConfig, root: Path | str, val: tuple, *, bl
     Returns (record, arrays, records): the first two in the format of `rules.save_run`,
     the last echoing's own `Records` (``records.save(path)``; `echosim.plan` reads it).
     """
-    load_start = os.getloadavg()
+    load_start = rules.harness.load()
     model = make_model(seed, cfg)
     step = make_step(model, cfg)
     snaps = Snapshots(model, cfg.budget)
@@ -332,7 +332,7 @@ def train(policy, seed: int, cfg: JobConfig, root: Path | str, val: tuple, *, bl
         _close(it)
         shutdown(loader)
     elapsed = clock() - wall0
-    load_end = os.getloadavg()
+    load_end = rules.harness.load()
     val_loss, val_acc = snaps.evaluate(model, *val)
     del snaps
     gc.collect()

@@ -150,16 +150,16 @@ def run(a) -> dict:
     root = job.build_cache(a.cache or job.default_cache(), cfg.image_size, cfg.jpeg_quality)
     val = job.validation_tensors(root, cfg)
     order = rules.interleaved_order(a.policies, a.seeds)
-    t_start, load_start = time.perf_counter(), os.getloadavg()
+    t_start, load_start = time.perf_counter(), harness.load()
     print(f"## torch job: {len(a.policies)} policies x {len(a.seeds)} seeds, budget {cfg.budget} fresh batches, "
           f"B={cfg.batch_size}, lr={cfg.lr}, target {a.target:g}", flush=True)
     rules.write_json(out / "job.json", {"config": asdict(cfg), "target": a.target, "policies": a.policies,
                                         "seeds": a.seeds, "order": order, "versions": job.versions(),
                                         "loadavg_start": list(load_start)})
     for block, seed in enumerate(a.seeds):
-        l0 = os.getloadavg()
+        l0 = harness.load()
         prof = job.profile_block(seed, cfg, root, **({"loader_batches": 4, "steps": 4} if a.smoke else {}))
-        prof.update(block=block, loadavg_start=list(l0), loadavg_end=list(os.getloadavg()))
+        prof.update(block=block, loadavg_start=list(l0), loadavg_end=list(harness.load()))
         rules.write_json(out / f"profile-block{block}.json", prof)
         print(f"block {block} (seed {seed}): profiled alone: loader {1e3 * prof['loader_mean']:.1f} ms/batch, "
               f"step {1e3 * prof['step_mean']:.2f} ms; load {l0[0]:.2f}", flush=True)
