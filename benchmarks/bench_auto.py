@@ -219,7 +219,7 @@ def train(case: Case, problem, policy, seed: int, batches: list, scale: float = 
     training), the steps per batch, the caps and, for auto, its decisions."""
     import echosim
 
-    B, lr, budget = case.B, case.lr, case.budget
+    lr, budget = case.lr, case.budget
     t_step = case.t_step * scale
     loader = SleepyLoader(batches[:budget + 1], case.t_load * scale)
     it = echosim.echoing(loader, policy, max_echo=case.max_echo, auto=auto if policy == "auto" else None)
@@ -341,7 +341,7 @@ def _decisions_line(decisions, limit: int = 14) -> str:
             parts.append(f"{d['batch']}: {a} {d.get('previous')}→{d['cap']}{why}")
         elif a == "keep":
             parts.append(f"{d['batch']}: keep {d['cap']} (probe {d.get('probe')}: "
-                         f"{'z=%.1f' % d['z'] if 'z' in d else d.get('why', '')})")
+                         f"{'z={:.1f}'.format(d['z']) if 'z' in d else d.get('why', '')})")
         else:
             parts.append(f"{d['batch']}: {a}")
     if len(decisions) > limit:
@@ -351,10 +351,10 @@ def _decisions_line(decisions, limit: int = 14) -> str:
 
 def case_report(case: Case, problem, runs: list[dict], seeds, load: tuple, seconds: float) -> tuple[str, dict]:
     lines = [f"### {case.title} (`{case.name}`)\n",
-             f"{problem.describe()}; B = {case.B}, lr = {case.lr:g}, target excess risk {case.target:g}, "
+             (f"{problem.describe()}; B = {case.B}, lr = {case.lr:g}, target excess risk {case.target:g}, "
              f"budget {case.budget} fresh batches; loader {1e3 * case.t_load:g} ms per batch, step "
              f"{1e3 * case.t_step:g} ms (the NumPy step runs inside it); max_echo {case.max_echo}. "
-             f"Claimed regime: {case.claim}.\n",
+             f"Claimed regime: {case.claim}.\n"),
              f"Load average {load[0]:.2f} at the start, {load[1]:.2f} at the end; {seconds:.0f} s.\n"]
     by = {}
     for r in runs:
@@ -530,9 +530,9 @@ def torch_case(args, seeds) -> str:
             {"seed": record["seed"], "time": t["seconds"], "T": t["T"], "cap": arrays["cap"],
              "mean_K": float(np.mean(arrays["echo"])), "decisions": list(decisions)})
     cfg = job["config"]
-    lines = [f"The job ({', '.join(f'{k} {v}' for k, v in cfg.items())}); target validation loss {target:g} (reached and kept to the end of the budget, "
+    lines = [(f"The job ({', '.join(f'{k} {v}' for k, v in cfg.items())}); target validation loss {target:g} (reached and kept to the end of the budget, "
              f"the job's own rule on the raw curve); seeds {job['seeds']}; load average at its start "
-             f"{job['loadavg_start'][0]:.2f}.\n",
+             f"{job['loadavg_start'][0]:.2f}.\n"),
              "| policy | median s to target | per seed (s) | fresh batches to target (median) | mean K |",
              "|---|---:|---|---:|---:|"]
     med = {p: _median([r["time"] for r in rs]) for p, rs in by.items()}

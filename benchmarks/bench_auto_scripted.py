@@ -27,20 +27,20 @@ sys.path.insert(0, str(harness.ROOT))
 from tests.control.streams import drive, hurts, pays, plateau_then_pays
 
 ROWS = [
-    ("pays", "loss", dict(noise=0.005), "down"),
-    ("pays", "loss, noisy", dict(noise=0.02), "down"),
-    ("pays", "loss, relative noise", dict(noise=0.03, relative=True), "down"),
-    ("pays", "loss, AR(1) 0.9", dict(noise=0.01, ar=0.9), "down"),
-    ("pays", "loss, heavy-tailed (t3)", dict(noise=0.005, heavy=True), "down"),
-    ("pays", "paired", dict(noise=0.05, paired_noise=0.002), "down"),
-    ("pays", "probe", dict(noise=0.05, probe=True), "down"),
-    ("hurts", "loss", dict(noise=0.005), "up"),
-    ("hurts", "loss, AR(1) 0.9", dict(noise=0.005, ar=0.9), "up"),
-    ("hurts", "loss, heavy-tailed (t3)", dict(noise=0.005, heavy=True), "up"),
-    ("hurts", "paired", dict(noise=0.02, paired_noise=0.001), "up"),
-    ("plateau, then pays", "loss, relative noise", dict(noise=0.01, relative=True), "down"),
-    ("plateau, then pays", "paired", dict(noise=0.02, paired_noise=0.0005), "down"),
-    ("plateau, then pays", "probe", dict(noise=0.02, probe=True), "down"),
+    ("pays", "loss", {"noise": 0.005}, "down"),
+    ("pays", "loss, noisy", {"noise": 0.02}, "down"),
+    ("pays", "loss, relative noise", {"noise": 0.03, "relative": True}, "down"),
+    ("pays", "loss, AR(1) 0.9", {"noise": 0.01, "ar": 0.9}, "down"),
+    ("pays", "loss, heavy-tailed (t3)", {"noise": 0.005, "heavy": True}, "down"),
+    ("pays", "paired", {"noise": 0.05, "paired_noise": 0.002}, "down"),
+    ("pays", "probe", {"noise": 0.05, "probe": True}, "down"),
+    ("hurts", "loss", {"noise": 0.005}, "up"),
+    ("hurts", "loss, AR(1) 0.9", {"noise": 0.005, "ar": 0.9}, "up"),
+    ("hurts", "loss, heavy-tailed (t3)", {"noise": 0.005, "heavy": True}, "up"),
+    ("hurts", "paired", {"noise": 0.02, "paired_noise": 0.001}, "up"),
+    ("plateau, then pays", "loss, relative noise", {"noise": 0.01, "relative": True}, "down"),
+    ("plateau, then pays", "paired", {"noise": 0.02, "paired_noise": 0.0005}, "down"),
+    ("plateau, then pays", "probe", {"noise": 0.02, "probe": True}, "down"),
 ]
 STREAMS = {"pays": pays(), "hurts": hurts(), "plateau, then pays": plateau_then_pays(until=200)}
 

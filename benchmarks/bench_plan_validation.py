@@ -404,34 +404,34 @@ def score(truths: Truths, problem: str, predictor, scenario: Scenario, wallclock
         pred = {K: predictor(B, K, m) for K in Ks}
         for K in Ks:
             med, lo, hi = pred[K]
-            rows.append(dict(B=B, K=K, truth=T[(B, K)], pred=med, low=lo, high=hi, given=(B, K) in keys,
-                             usable=ok[(B, K)] and ok[(B, 1)],
-                             speedup_truth=T[(B, 1)] / T[(B, K)], speedup_pred=pred[1][0] / med))
+            rows.append({"B": B, "K": K, "truth": T[(B, K)], "pred": med, "low": lo, "high": hi, "given": (B, K) in keys,
+                             "usable": ok[(B, K)] and ok[(B, 1)],
+                             "speedup_truth": T[(B, 1)] / T[(B, K)], "speedup_pred": pred[1][0] / med})
         wc_true = {K: wallclock(B, K, T[(B, K)]) for K in Ks}
         wc_pred = {K: wallclock(B, K, pred[K][0]) for K in Ks}
         k_rec = min(Ks, key=lambda K: (wc_pred[K], K))
         k_best = min(Ks, key=lambda K: (wc_true[K], K))
         lost = wc_true[k_rec] / wc_true[k_best] - 1.0
         best_set = [K for K in Ks if wc_true[K] <= wc_true[k_best] * (1 + 1e-12)]
-        recs.append(dict(B=B, K_rec=k_rec, K_best=k_best, K_best_all="/".join(map(str, best_set)),
-                         match=k_rec in best_set, lost=lost))
+        recs.append({"B": B, "K_rec": k_rec, "K_best": k_best, "K_best_all": "/".join(map(str, best_set)),
+                         "match": k_rec in best_set, "lost": lost})
     df = pd.DataFrame(rows)
     sc = df[(df.K > 1) & ~df.given & df.usable & (df.truth >= min_truth)]
     eT = (sc.pred - sc.truth).abs() / sc.truth
     eS = (sc.speedup_pred - sc.speedup_truth).abs() / sc.speedup_truth
     cover = (sc.low <= sc.truth) & (sc.truth <= sc.high)
     rec = pd.DataFrame(recs)
-    summary = dict(problem=problem, scenario=scenario.label, n=len(sc), n_unusable=int((~df.usable & (df.K > 1)).sum()),
-                   T_median=float(np.median(eT)) if len(sc) else math.nan,
-                   T_p90=float(np.quantile(eT, 0.9)) if len(sc) else math.nan,
-                   speedup_median=float(np.median(eS)) if len(sc) else math.nan,
-                   speedup_p90=float(np.quantile(eS, 0.9)) if len(sc) else math.nan,
-                   coverage=float(cover.mean()) if len(sc) else math.nan,
-                   below_band=float((sc.truth < sc.low).mean()) if len(sc) else math.nan,
-                   rec_match=int(rec.match.sum()), n_B=len(rec),
-                   recs=" ".join(f"{b}:{r}" + ("" if m else f"({kb})") for b, r, m, kb in
+    summary = {"problem": problem, "scenario": scenario.label, "n": len(sc), "n_unusable": int((~df.usable & (df.K > 1)).sum()),
+                   "T_median": float(np.median(eT)) if len(sc) else math.nan,
+                   "T_p90": float(np.quantile(eT, 0.9)) if len(sc) else math.nan,
+                   "speedup_median": float(np.median(eS)) if len(sc) else math.nan,
+                   "speedup_p90": float(np.quantile(eS, 0.9)) if len(sc) else math.nan,
+                   "coverage": float(cover.mean()) if len(sc) else math.nan,
+                   "below_band": float((sc.truth < sc.low).mean()) if len(sc) else math.nan,
+                   "rec_match": int(rec.match.sum()), "n_B": len(rec),
+                   "recs": " ".join(f"{b}:{r}" + ("" if m else f"({kb})") for b, r, m, kb in
                                  zip(rec.B, rec.K_rec, rec.match, rec.K_best_all)),
-                   lost_max=float(rec.lost.max()), lost_mean=float(rec.lost.mean()))
+                   "lost_max": float(rec.lost.max()), "lost_mean": float(rec.lost.mean())}
     return summary, df, rec
 
 
@@ -508,7 +508,7 @@ def report(truths: Truths, problems, spec: str, predictor, wallclock, pair, out:
             ss = [score(truths, problem, predictor, Scenario("", p, echo), wallclock, min_truth)[0]
                   for p in itertools.combinations(Bs, 2)]
 
-            def span(key):
+            def span(key, ss=ss):
                 v = np.array([s[key] for s in ss])
                 return f"{_pct(np.median(v))} [{_pct(v.min())}, {_pct(v.max())}]"
             label = "two B" if echo is None else f"two B + (B, {echo})"

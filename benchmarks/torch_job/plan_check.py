@@ -169,15 +169,15 @@ def _s(x, spec=".2f") -> str:
 
 def format_tables(rows: list[dict], summary: list[dict], pilot: int) -> str:
     """The summary table (per policy and overall) and every run (Markdown)."""
-    lines = [f"| policy | runs | wall-clock to target, from the pilot's records ({pilot} fresh batches): median "
+    lines = [(f"| policy | runs | wall-clock to target, from the pilot's records ({pilot} fresh batches): median "
              "\\|error\\| | max | from the profiles alone: median | max | time per fresh batch after the pilot, "
-             "from its records: median | max | from the profiles: median | max |",
+             "from its records: median | max | from the profiles: median | max |"),
              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for s in summary:
         lines.append(f"| {s['label']} | {s['runs']} | " + " | ".join(
             _pct(s[f"{k}_{q}"]) for k in ERRORS for q in ("median", "max")) + " |")
-    lines += ["", "| policy | seed | T | measured s to T | planned from records s (error) | from profiles s (error) "
-              "| ms per fresh batch: pilot's plan / profile's plan / measured after the pilot |",
+    lines += ["", ("| policy | seed | T | measured s to T | planned from records s (error) | from profiles s (error) "
+              "| ms per fresh batch: pilot's plan / profile's plan / measured after the pilot |"),
               "|---|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         lines.append(

@@ -276,8 +276,8 @@ def format_summary(rows: list[dict], target: float, budget: int) -> str:
     """The summary table (Markdown): per policy, medians over seeds."""
     head = ("| policy | reached | T (stays) | T (first entry) | steps to T | wall-clock to T (s) | mean K_t "
             "| ms per fresh batch | loader ms/batch in-run | profiled | step ms in-run | profiled |")
-    lines = [f"Target: validation loss <= {target:g}, reached and kept to the end of {budget} fresh batches "
-             "(medians over seeds; 'not reached' when more than half of the seeds did not).", "",
+    lines = [(f"Target: validation loss <= {target:g}, reached and kept to the end of {budget} fresh batches "
+             "(medians over seeds; 'not reached' when more than half of the seeds did not)."), "",
              head, _rule(head, 1)]
     for r in rows:
         lines.append(

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-import harness  # noqa: E402
+import harness
 
 
 @pytest.mark.parametrize("n", [1, 2, 5, 10, 37])

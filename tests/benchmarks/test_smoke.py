@@ -52,7 +52,7 @@ def _strict(text):
 def run(script, *args, cwd):
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     return subprocess.run([sys.executable, str(BENCH / script), *map(str, args)], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=900)
+                          capture_output=True, text=True, timeout=900, check=False)
 
 
 def smoke(script, args, tmp_path):
