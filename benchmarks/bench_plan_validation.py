@@ -579,17 +579,15 @@ def run(args) -> tuple[int, dict]:
         return 0, results
     problems = [p for p in args.problems if p in set(truths.table.problem)]
     if args.single_seed:
-        print("## The planner's T(K, B) from single-seed inputs\n")
-        print(f"truths: {args.out}")
+        print(f"## The planner's T(K, B) from single-seed inputs\n\ntruths: {args.out}")
         report_groups(truths, problems, tuple(args.pair), args.min_truth)
         return 0, results
     BEFORE["path"] = args.before
     preds = args.predictor or ([":planner_before"] if args.before else []) + [":planner"]
     models = [_load_predictor(args.wallclock)] if args.wallclock else [deterministic_loader(r) for r in args.ratio]
-    print("## The planner's T(K, B) against independent truths\n")
-    print(f"truths: {args.out}")
+    print(f"## The planner's T(K, B) against independent truths\n\ntruths: {args.out}")
     print_truths(truths)
-    results["scores"] = []
+    results["scores"] = []  # one row per (predictor, wall-clock model, problem, scenario)
     for spec in preds:
         predictor = _load_predictor(spec)
         for wallclock in models:
