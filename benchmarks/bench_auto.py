@@ -1,5 +1,5 @@
 """The measured guarantee of ``echoing(policy="auto")`` (issue 19): wall-clock to target in a
-real training loop, auto against sync, fixed K and greedy (run on demand, not in CI).
+real training loop, auto against sync, fixed K and greedy (run on demand; CI runs only --smoke).
 
     python benchmarks/bench_auto.py                     # cases 1-4, 5 seeds: about 20 min on 2 shared cores
     python benchmarks/bench_auto.py --quick             # a smoke run: 1 seed, half the sleeps, about 2 min

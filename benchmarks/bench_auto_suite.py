@@ -1,6 +1,6 @@
 """The validation suite of ``echoing(policy="auto")`` (issue 26): wall-clock to target in
 real loops through ``echosim.echoing``, auto against sync, K = 2, 4, 8 and greedy (run on
-demand, not in CI).
+demand; CI runs only --smoke).
 
     python benchmarks/bench_auto_suite.py --out suite.json                 # every case: 5 seeds (torch 3)
     python benchmarks/bench_auto_suite.py --quick --out quick.json         # a smoke run: 1 seed, tiny budgets

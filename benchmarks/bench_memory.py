@@ -17,7 +17,7 @@ default ``log_every = "auto"``), ``python -m echosim sweep CFG --workers 1``.
 ``--before PATH`` runs the same cases with ``PYTHONPATH=PATH`` (e.g. ``git archive
 <commit> | tar -x -C /tmp/before``). Prints a Markdown table and the load average at
 the start and the end: the machine is shared, but peak memory hardly depends on load.
-Not a test: run on demand.
+Not a test: run on demand (CI runs only --smoke).
 """
 
 from __future__ import annotations

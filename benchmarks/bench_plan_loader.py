@@ -1,4 +1,4 @@
-"""The planner against a real loader (run on demand, not in CI).
+"""The planner against a real loader (run on demand; CI runs only --smoke).
 
     python benchmarks/bench_plan_loader.py            # about 1-2 min on 2 cores
     python benchmarks/bench_plan_loader.py --batches 300 --R 6

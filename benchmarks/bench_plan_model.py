@@ -1,4 +1,4 @@
-"""Accuracy of the planner's T(K) models against simulation (run on demand, not in CI).
+"""Accuracy of the planner's T(K) models against simulation (run on demand; CI runs only --smoke).
 
     python benchmarks/bench_plan_model.py                    # simulate, then score (12 min on a busy 2-core machine)
     python benchmarks/bench_plan_model.py --quick            # 3 B x 4 K per problem

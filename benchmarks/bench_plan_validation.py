@@ -1,5 +1,5 @@
 """The planner's response model T(K, B) scored against independent ground truths (run on
-demand, not in CI).
+demand; CI runs only --smoke).
 
     python benchmarks/bench_plan_validation.py truths            # compute the truths (cached in --out)
     python benchmarks/bench_plan_validation.py score             # score echosim's planner on them

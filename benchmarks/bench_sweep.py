@@ -1,4 +1,4 @@
-"""Sweep throughput and the sweep machinery's per-run overhead (run on demand, not in CI).
+"""Sweep throughput and the sweep machinery's per-run overhead (run on demand; CI runs only --smoke).
 
     python benchmarks/bench_sweep.py            # the default Figure-2 sweep, 1 and 2 workers
     python benchmarks/bench_sweep.py --quick    # the same grid with one repetition
