@@ -32,14 +32,15 @@ import argparse
 import os
 import re
 import shlex
-import signal
-import subprocess
 import sys
 import tempfile
 import textwrap
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import harness
 
 TINY = textwrap.dedent("""\
     [problem]
@@ -446,36 +447,9 @@ def all_cases() -> list[Case]:
 # --------------------------------------------------------------------------- running
 
 
-def classify(case: Case, rc, out: str, err: str, elapsed: float) -> str:
-    """'clean' or the reason it is not (see the module docstring)."""
-    lines = [line for line in err.splitlines() if line.strip()]
-    if rc is None:
-        return "hang"
-    if "Traceback" in err:
-        return "traceback"
-    if case.expect == "warn":
-        if rc != 0:
-            return "status"
-        warns = [line for line in lines if "warning:" in line]
-        if not warns:
-            return "silent"
-        if len(lines) != len(warns) or any("RuntimeWarning" in line for line in lines):
-            return "lines"
-        text = " ".join(warns)
-        return "clean" if all(any(alt in text for alt in n.split("|")) for n in case.needles) else "field"
-    if rc == 0 and not lines:
-        return "silent"
-    if rc != 2:
-        return "status"
-    if len(lines) != 1:
-        return "lines"
-    if not all(any(alt in lines[0] for alt in n.split("|")) for n in case.needles):
-        return "field"
-    if out.strip():
-        return "stdout"
-    if elapsed > case.timeout:
-        return "hang"
-    return "clean"
+def classify(case: Case, outcome) -> str:
+    """'clean' or the reason it is not (see the module docstring): `harness.classify_cli`."""
+    return harness.classify_cli(outcome, case.expect, case.needles, timeout=case.timeout)
 
 
 def _argv(case: Case, files: dict, tmp: str) -> list[str]:
@@ -496,77 +470,16 @@ def _needles(case: Case, files: dict, tmp: str) -> tuple:
 
 
 def _fork_run(argv, tmp, timeout):
-    """Run main(argv) in a forked child (own session, cwd `tmp`); (rc or None, out, err, seconds)."""
-    out_path, err_path = Path(tmp) / "stdout", Path(tmp) / "stderr"
-    t0 = time.perf_counter()
-    pid = os.fork()
-    if pid == 0:  # the child
-        rc = 1
-        try:
-            os.setsid()
-            os.chdir(tmp)
-            os.environ["ECHOSIM_STORE"] = str(Path(tmp) / "store")
-            null = os.open(os.devnull, os.O_RDONLY)
-            os.dup2(null, 0)
-            for fd, path in ((1, out_path), (2, err_path)):
-                f = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-                os.dup2(f, fd)
-            from echosim.cli import main
-
-            try:
-                rc = main(argv)
-            except SystemExit as exc:
-                rc = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-            except BaseException:  # noqa: BLE001 - what the interpreter would print
-                import traceback
-
-                traceback.print_exc()
-                rc = 1
-        finally:
-            try:
-                sys.stdout.flush()
-                sys.stderr.flush()
-            finally:
-                os._exit(rc if isinstance(rc, int) else 1)
-    deadline = t0 + timeout
-    rc = None
-    while True:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            rc = os.waitstatus_to_exitcode(status)
-            break
-        if time.perf_counter() > deadline:
-            _kill_group(pid)
-            os.waitpid(pid, 0)
-            break
-        time.sleep(0.02)
-    elapsed = time.perf_counter() - t0
-    _kill_group(pid)  # any worker it left behind
-    return rc, out_path.read_text(errors="replace"), err_path.read_text(errors="replace"), elapsed
-
-
-def _kill_group(pid):
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
+    """main(argv) in a forked child (own session, cwd `tmp`): a `harness.Outcome`."""
+    return harness.fork_call(lambda: harness.cli_status(argv), tmp, timeout,
+                             env={"ECHOSIM_STORE": str(Path(tmp) / "store")})
 
 
 def _subprocess_run(argv, tmp, timeout):
+    """``python -m echosim ARGV`` in a fresh interpreter (own session): a `harness.Outcome`."""
     env = dict(os.environ, ECHOSIM_STORE=str(Path(tmp) / "store"))
-    t0 = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "echosim", *argv], cwd=tmp, env=env, stdin=subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace",
-                            start_new_session=True)
-    try:
-        out, err = proc.communicate(timeout=timeout)
-        rc = proc.returncode
-    except subprocess.TimeoutExpired:
-        _kill_group(proc.pid)
-        out, err = proc.communicate()
-        rc = None
-    _kill_group(proc.pid)
-    return rc, out, err, time.perf_counter() - t0
+    return harness.run_command([sys.executable, "-m", "echosim", *argv], cwd=tmp, env=env, timeout=timeout,
+                               session=True)
 
 
 def main(argv=None) -> int:
@@ -576,67 +489,72 @@ def main(argv=None) -> int:
     ap.add_argument("--only", help="only the cases whose command line contains this text")
     ap.add_argument("--show", action="store_true", help="print every case's stderr")
     ap.add_argument("--list", action="store_true", help="list the cases and exit")
+    harness.add_options(ap, smoke="the first case of each kind (field, file, command line, plan) only")
     args = ap.parse_args(argv)
 
     cases = all_cases()
     if args.only:
         cases = [c for c in cases if args.only in c.argv]
+    if args.smoke:
+        cases = [make()[0] for make in (_field_cases, _file_cases, _cli_cases, _plan_cases)]
     if args.list:
         for c in cases:
             print(f"{c.expect:5} {c.argv}")
         return 0
-    load0 = os.getloadavg()
-    t_start = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="echosim-bad-") as root:
-        files = _files(Path(root))
-        from echosim.experiments import executors
-
-        executors.warm_up(None)  # forked children inherit the kernels, fresh interpreters load them from the cache
-        run = _subprocess_run if args.subprocess else _fork_run
-        results = [None] * len(cases)
-
-        def one(i):
-            case = cases[i]
-            tmp = tempfile.mkdtemp(dir=root, prefix=f"case{i}-")
-            argv_i = _argv(case, files, tmp)
-            rc, out, err, secs = run(argv_i, tmp, case.timeout + 5)
-            case_n = Case(case.argv, _needles(case, files, tmp), case.expect, case.timeout)
-            results[i] = (classify(case_n, rc, out, err, secs), rc, out, err, secs)
-
-        from concurrent.futures import ThreadPoolExecutor
-
-        with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-            list(pool.map(one, range(len(cases))))
-    load1 = os.getloadavg()
-    wall = time.perf_counter() - t_start
-
     mode = "a fresh interpreter per case" if args.subprocess else "a forked child per case"
-    print("# Malformed input: one clean line?")
-    print()
-    print(f"`python benchmarks/bad_inputs.py{' --subprocess' if args.subprocess else ''}` ({mode}, "
-          f"{args.jobs} at once): {len(cases)} cases in {wall:.0f} s; load average {load0[0]:.2f} at the start, "
-          f"{load1[0]:.2f} at the end.")
-    print()
-    print("| cases | tried | clean | rate |")
-    print("| --- | ---: | ---: | ---: |")
-    for label, keep in (("all but plan", lambda c: c.group != "plan"), ("plan", lambda c: c.group == "plan"),
-                        ("all", lambda c: True)):
-        idx = [i for i, c in enumerate(cases) if keep(c)]
-        if not idx:
-            continue
-        clean = sum(results[i][0] == "clean" for i in idx)
-        print(f"| {label} | {len(idx)} | {clean} | {100 * clean / len(idx):.1f}% |")
-    bad = [(c, r) for c, r in zip(cases, results) if r[0] != "clean"]
-    if bad:
+    with harness.Session("bad_inputs", args, argv) as session:
+        t_start = time.perf_counter()
+        with tempfile.TemporaryDirectory(prefix="echosim-bad-") as root:
+            files = _files(Path(root))
+            from echosim.experiments import executors
+
+            executors.warm_up(None)  # forked children inherit the kernels, fresh interpreters load them from the cache
+            run = _subprocess_run if args.subprocess else _fork_run
+            results = [None] * len(cases)
+
+            def one(i):
+                case = cases[i]
+                tmp = tempfile.mkdtemp(dir=root, prefix=f"case{i}-")
+                o = run(_argv(case, files, tmp), tmp, case.timeout + 5)
+                case_n = Case(case.argv, _needles(case, files, tmp), case.expect, case.timeout)
+                results[i] = (classify(case_n, o), o)
+
+            from concurrent.futures import ThreadPoolExecutor
+
+            with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+                list(pool.map(one, range(len(cases))))
+        wall = time.perf_counter() - t_start
+
+        print("# Malformed input: one clean line?")
         print()
-        print("| class | expected | command | status | s | stderr (first lines) |")
-        print("| --- | --- | --- | ---: | ---: | --- |")
-        for c, (cls, rc, out, err, secs) in bad:
-            first = " / ".join(line.strip() for line in err.strip().splitlines()[-3:])[:300].replace("|", "\\|")
-            print(f"| {cls} | {c.expect} | `{c.argv}` | {rc} | {secs:.1f} | {first} |")
-    if args.show:
-        for c, (cls, rc, out, err, secs) in zip(cases, results):
-            print(f"\n## {cls}: {c.argv} (exit {rc}, {secs:.1f} s)\n```\n{err.strip()}\n```")
+        print(f"({mode}, {args.jobs} at once): {len(cases)} cases in {wall:.0f} s.")
+        print()
+        print("| cases | tried | clean | rate |")
+        print("| --- | ---: | ---: | ---: |")
+        counts = {}
+        for label, keep in (("all but plan", lambda c: c.group != "plan"), ("plan", lambda c: c.group == "plan"),
+                            ("all", lambda c: True)):
+            idx = [i for i, c in enumerate(cases) if keep(c)]
+            if not idx:
+                continue
+            clean = sum(results[i][0] == "clean" for i in idx)
+            counts[label] = {"tried": len(idx), "clean": clean, "rate": clean / len(idx)}
+            print(f"| {label} | {len(idx)} | {clean} | {100 * clean / len(idx):.1f}% |")
+        bad = [(c, r) for c, r in zip(cases, results) if r[0] != "clean"]
+        if bad:
+            print()
+            print("| class | expected | command | status | s | stderr (first lines) |")
+            print("| --- | --- | --- | ---: | ---: | --- |")
+            for c, (cls, o) in bad:
+                first = " / ".join(line.strip() for line in o.err.strip().splitlines()[-3:])[:300].replace("|", "\\|")
+                print(f"| {cls} | {c.expect} | `{c.argv}` | {o.status} | {o.seconds:.1f} | {first} |")
+        if args.show:
+            for c, (cls, o) in zip(cases, results):
+                print(f"\n## {cls}: {c.argv} (exit {o.status}, {o.seconds:.1f} s)\n```\n{o.err.strip()}\n```")
+        session.results = {"mode": mode, "jobs": args.jobs, "counts": counts,
+                           "cases": [{"argv": c.argv, "expect": c.expect, "class": cls, "status": o.status,
+                                      "seconds": o.seconds, "stderr": o.err.strip()[-300:]}
+                                     for c, (cls, o) in zip(cases, results)]}
     return 0
 
 

@@ -34,7 +34,6 @@ Prints a Markdown report: counts per group and every unclean case.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shlex
 import shutil
@@ -46,7 +45,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bad_inputs import TINY, _kill_group, classify  # noqa: E402  (the command-line classifier)
+import harness
+from bad_inputs import TINY
 
 PLAN_B = ("plan --loader 80ms --step-time 10ms --batch-size 256 --steps-to-target 64=5000 "
           "--steps-to-target 1024=900")
@@ -209,18 +209,12 @@ def _hide_extras():
 def _child_cli(argv, setup):
     if setup == "base":
         _hide_extras()
-    from echosim.cli import main
-
-    try:
-        return main(argv)
-    except SystemExit as exc:
-        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    return harness.cli_status(argv)
 
 
 def _child_api(kw):
-    import echosim.pipeline.schedule as schedule
-    import echosim.planner.simulated as simulated
-    from echosim.planner import plan
+    from echosim.pipeline import schedule
+    from echosim.planner import plan, simulated
 
     def tripwire(*a, **k):
         raise _Work()
@@ -257,56 +251,10 @@ def _child_moved(module, name):
 
 
 def _fork(fn, tmp: str, timeout: float):
-    """Run fn() in a forked child (own session, cwd `tmp`, stdout/stderr to files); fn returns an
-    exit status or a dict (written as JSON to a result file). (rc or None, out, err, result, seconds)."""
-    out_path, err_path, res_path = (Path(tmp) / n for n in ("stdout", "stderr", "result.json"))
-    t0 = time.perf_counter()
-    pid = os.fork()
-    if pid == 0:
-        rc = 1
-        try:
-            os.setsid()
-            os.chdir(tmp)
-            os.environ["ECHOSIM_STORE"] = str(Path(tmp) / "store")
-            null = os.open(os.devnull, os.O_RDONLY)
-            os.dup2(null, 0)
-            for fd, path in ((1, out_path), (2, err_path)):
-                f = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-                os.dup2(f, fd)
-            try:
-                got = fn()
-                if isinstance(got, dict):
-                    res_path.write_text(json.dumps(got))
-                    rc = 0
-                else:
-                    rc = got
-            except BaseException:  # noqa: BLE001 - what the interpreter would print
-                import traceback
-
-                traceback.print_exc()
-                rc = 1
-        finally:
-            try:
-                sys.stdout.flush()
-                sys.stderr.flush()
-            finally:
-                os._exit(rc if isinstance(rc, int) else 1)
-    deadline = t0 + timeout
-    rc = None
-    while True:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            rc = os.waitstatus_to_exitcode(status)
-            break
-        if time.perf_counter() > deadline:
-            _kill_group(pid)
-            os.waitpid(pid, 0)
-            break
-        time.sleep(0.02)
-    _kill_group(pid)
-    res = json.loads(res_path.read_text()) if res_path.exists() else None
-    return rc, out_path.read_text(errors="replace"), err_path.read_text(errors="replace"), res, \
-        time.perf_counter() - t0
+    """fn() in a forked child (`harness.fork_call`, the run store inside `tmp`):
+    (rc or None, out, err, result, seconds)."""
+    o = harness.fork_call(fn, tmp, timeout, env={"ECHOSIM_STORE": str(Path(tmp) / "store")})
+    return o.status, o.out, o.err, o.result, o.seconds
 
 
 # --------------------------------------------------------------------------- targets that fail
@@ -315,11 +263,11 @@ def _fork(fn, tmp: str, timeout: float):
 def _mount(point: Path, size: str) -> bool:
     point.mkdir(parents=True, exist_ok=True)
     return subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(point)],
-                          capture_output=True).returncode == 0
+                          capture_output=True, check=False).returncode == 0
 
 
 def _umount(point: Path) -> None:
-    subprocess.run(["umount", "-l", str(point)], capture_output=True)
+    subprocess.run(["umount", "-l", str(point)], capture_output=True, check=False)
 
 
 def _snapshot(d: Path) -> dict:
@@ -330,9 +278,8 @@ def _write_case(case: Case, tmp: str, toml: str):
     """Run a write case in a child; returns its class."""
     root = Path(tmp)
     out = root / "mnt" / "o"
-    if case.setup in ("full", "readonly"):
-        if not _mount(root / "mnt", "1m"):
-            return "skipped", None, "", "", 0.0
+    if case.setup in ("full", "readonly") and not _mount(root / "mnt", "1m"):
+        return "skipped", None, "", "", 0.0
     try:
         out.mkdir(parents=True)
         (root / "first").mkdir()
@@ -400,9 +347,8 @@ def run_case(case: Case, tmp: str, toml: str):
     if case.kind == "cli":
         argv = shlex.split(case.argv.replace("{tmp}", tmp))
         rc, out, err, _, secs = _fork(lambda: _child_cli(argv, case.setup), tmp, case.timeout)
-        from bad_inputs import Case as CliCase
-
-        return classify(CliCase(case.argv, case.needles, case.expect, case.timeout), rc, out, err, secs), rc, err
+        o = harness.Outcome(rc, out, err, secs)
+        return harness.classify_cli(o, case.expect, case.needles, timeout=case.timeout), rc, err
     if case.kind == "api":
         rc, out, err, res, secs = _fork(lambda: _child_api(case.call), tmp, case.timeout)
         if res is None:
@@ -431,68 +377,75 @@ def main(argv=None) -> int:
     ap.add_argument("--only", help="only the cases whose label or group contains this text")
     ap.add_argument("--show", action="store_true", help="print every case's stderr")
     ap.add_argument("--list", action="store_true", help="list the cases and exit")
+    harness.add_options(ap, smoke="the first case of each group but the writes: checks the script runs")
     args = ap.parse_args(argv)
 
     todo = cases()
     if args.only:
         todo = [c for c in todo if args.only in c.label or args.only in c.group]
+    if args.smoke:
+        firsts = {}
+        for c in todo:
+            if c.kind != "write":
+                firsts.setdefault(c.group, c)
+        todo = list(firsts.values())
     if args.list:
         for c in todo:
             print(f"{c.group:12} {c.expect:6} {c.label}")
         return 0
-    import echosim
+    with harness.Session("bad_inputs_api", args, argv) as session:
+        t_start = time.perf_counter()
+        results = [None] * len(todo)
+        with tempfile.TemporaryDirectory(prefix="echosim-bad-api-") as root:
+            toml = Path(root) / "tiny.toml"
+            toml.write_text(TINY)
+            from echosim.experiments import executors
 
-    load0 = os.getloadavg()
-    t_start = time.perf_counter()
-    results = [None] * len(todo)
-    with tempfile.TemporaryDirectory(prefix="echosim-bad-api-") as root:
-        toml = Path(root) / "tiny.toml"
-        toml.write_text(TINY)
-        from echosim.experiments import executors
+            executors.warm_up(None)  # forked children inherit the kernels
 
-        executors.warm_up(None)  # forked children inherit the kernels
+            def one(i):
+                tmp = tempfile.mkdtemp(dir=root, prefix=f"case{i}-")
+                results[i] = run_case(todo[i], tmp, str(toml))
 
-        def one(i):
-            tmp = tempfile.mkdtemp(dir=root, prefix=f"case{i}-")
-            results[i] = run_case(todo[i], tmp, str(toml))
+            from concurrent.futures import ThreadPoolExecutor
 
-        from concurrent.futures import ThreadPoolExecutor
-
-        serial = [i for i, c in enumerate(todo) if c.kind == "write"]  # mounts: one at a time
-        with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-            list(pool.map(one, [i for i in range(len(todo)) if i not in serial]))
-        for i in serial:
-            one(i)
-    wall = time.perf_counter() - t_start
-    load1 = os.getloadavg()
-    print("# Malformed input beyond the command lines: one clean answer?")
-    print()
-    print(f"`python benchmarks/bad_inputs_api.py` (echosim at {Path(echosim.__file__).parent.parent}, a forked "
-          f"child per case, {args.jobs} at once): {len(todo)} cases in {wall:.0f} s; load average {load0[0]:.2f} at "
-          f"the start, {load1[0]:.2f} at the end.")
-    print()
-    print("| cases | tried | clean | rate |")
-    print("| --- | ---: | ---: | ---: |")
-    groups = list(dict.fromkeys(c.group for c in todo))
-    for g in groups + ["all"]:
-        idx = [i for i, c in enumerate(todo) if g in ("all", c.group) and results[i][0] != "skipped"]
-        if idx:
-            clean = sum(results[i][0] == "clean" for i in idx)
-            print(f"| {g} | {len(idx)} | {clean} | {100 * clean / len(idx):.1f}% |")
-    skipped = [c.label for c, r in zip(todo, results) if r[0] == "skipped"]
-    if skipped:
-        print(f"\nskipped (no tmpfs mount here): {len(skipped)}")
-    bad = [(c, r) for c, r in zip(todo, results) if r[0] not in ("clean", "skipped")]
-    if bad:
+            serial = [i for i, c in enumerate(todo) if c.kind == "write"]  # mounts: one at a time
+            with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+                list(pool.map(one, [i for i in range(len(todo)) if i not in serial]))
+            for i in serial:
+                one(i)
+        wall = time.perf_counter() - t_start
+        print("# Malformed input beyond the command lines: one clean answer?")
         print()
-        print("| class | group | case | status | what it said (last lines) |")
-        print("| --- | --- | --- | ---: | --- |")
-        for c, (cls, rc, err) in bad:
-            text = " / ".join(line.strip() for line in str(err).strip().splitlines()[-2:])[:240].replace("|", "\\|")
-            print(f"| {cls} | {c.group} | `{c.label}` | {rc} | {text} |")
-    if args.show:
-        for c, (cls, rc, err) in zip(todo, results):
-            print(f"\n## {cls}: {c.label} (exit {rc})\n```\n{str(err).strip()}\n```")
+        print(f"(a forked child per case, {args.jobs} at once): {len(todo)} cases in {wall:.0f} s.")
+        print()
+        print("| cases | tried | clean | rate |")
+        print("| --- | ---: | ---: | ---: |")
+        counts = {}
+        groups = list(dict.fromkeys(c.group for c in todo))
+        for g in groups + ["all"]:
+            idx = [i for i, c in enumerate(todo) if g in ("all", c.group) and results[i][0] != "skipped"]
+            if idx:
+                clean = sum(results[i][0] == "clean" for i in idx)
+                counts[g] = {"tried": len(idx), "clean": clean, "rate": clean / len(idx)}
+                print(f"| {g} | {len(idx)} | {clean} | {100 * clean / len(idx):.1f}% |")
+        skipped = [c.label for c, r in zip(todo, results) if r[0] == "skipped"]
+        if skipped:
+            print(f"\nskipped (no tmpfs mount here): {len(skipped)}")
+        bad = [(c, r) for c, r in zip(todo, results) if r[0] not in ("clean", "skipped")]
+        if bad:
+            print()
+            print("| class | group | case | status | what it said (last lines) |")
+            print("| --- | --- | --- | ---: | --- |")
+            for c, (cls, rc, err) in bad:
+                text = " / ".join(line.strip() for line in str(err).strip().splitlines()[-2:])[:240].replace("|", "\\|")
+                print(f"| {cls} | {c.group} | `{c.label}` | {rc} | {text} |")
+        if args.show:
+            for c, (cls, rc, err) in zip(todo, results):
+                print(f"\n## {cls}: {c.label} (exit {rc})\n```\n{str(err).strip()}\n```")
+        session.results = {"jobs": args.jobs, "counts": counts, "skipped": skipped,
+                           "cases": [{"group": c.group, "label": c.label, "class": cls, "status": rc,
+                                      "said": str(err).strip()[-300:]} for c, (cls, rc, err) in zip(todo, results)]}
     return 0
 
 

@@ -1,5 +1,5 @@
 """The measured guarantee of ``echoing(policy="auto")`` (issue 19): wall-clock to target in a
-real training loop, auto against sync, fixed K and greedy (run on demand, not in CI).
+real training loop, auto against sync, fixed K and greedy (run on demand; CI runs only --smoke).
 
     python benchmarks/bench_auto.py                     # cases 1-4, 5 seeds: about 20 min on 2 shared cores
     python benchmarks/bench_auto.py --quick             # a smoke run: 1 seed, half the sleeps, about 2 min
@@ -7,6 +7,7 @@ real training loop, auto against sync, fixed K and greedy (run on demand, not in
     python benchmarks/bench_auto.py --calibrate         # no sleeps, no echoing: the regimes, per fixed K
     python benchmarks/bench_auto.py --cpu               # auto's CPU cost per step against greedy
     python benchmarks/bench_auto.py --torch             # case 5: the PyTorch job (benchmarks/torch_job), 3 seeds
+    python benchmarks/bench_auto.py --smoke             # case 1, sync and auto, 30 fresh batches, sleeps / 10
 
 The loop is written here, apart from echosim's optimizers and runner. Fresh batch t of a
 NumPy problem comes from ``default_rng([seed, t])``, drawn before the clock starts and
@@ -41,22 +42,22 @@ the load average at the start and end. The guarantee checked: auto within 10% of
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import os
-import platform
 import sys
 import time
 import warnings
 from dataclasses import dataclass
 
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-os.environ.setdefault("OMP_NUM_THREADS", "1")
-os.environ.setdefault("MKL_NUM_THREADS", "1")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness
+from reference_solvers import newton_logistic
 
-import numpy as np  # noqa: E402
+harness.one_thread()
 
-from echosim.experiments.specs import jsonable  # noqa: E402  (NumPy values to JSON, as the sweep does)
+import numpy as np
 
 POLICIES = ("sync", 2, 4, 8, "greedy", "auto")
 HALF_WINDOW = 4                       # the centred smoothing: 2 * 4 + 1 = 9 fresh batches
@@ -107,16 +108,7 @@ class LogisticTable:
         w_true = np.full(dim, w_norm / math.sqrt(dim))
         self.y = np.where(rng.random(n) < expit(self.X @ w_true), 1.0, -1.0)
         self.w0 = np.zeros(dim)
-        w = np.zeros(dim)
-        for _ in range(50):  # Newton on the regularised table risk
-            z = self.y * (self.X @ w)
-            s = expit(-z)
-            g = -self.X.T @ (self.y * s) / n + l2 * w
-            H = (self.X * (s * (1 - s))[:, None]).T @ self.X / n + l2 * np.eye(dim)
-            step = np.linalg.solve(H, g)
-            w -= step
-            if np.max(np.abs(step)) < 1e-13:
-                break
+        w, _, self.grad_at_star = newton_logistic(self.X, (self.y + 1.0) / 2.0, l2)  # labels ±1 -> {0, 1}
         self.w_star = w
         self.F_star = float(self.risk(w[None, :])[0])
 
@@ -227,7 +219,7 @@ def train(case: Case, problem, policy, seed: int, batches: list, scale: float = 
     training), the steps per batch, the caps and, for auto, its decisions."""
     import echosim
 
-    B, lr, budget = case.B, case.lr, case.budget
+    lr, budget = case.lr, case.budget
     t_step = case.t_step * scale
     loader = SleepyLoader(batches[:budget + 1], case.t_load * scale)
     it = echosim.echoing(loader, policy, max_echo=case.max_echo, auto=auto if policy == "auto" else None)
@@ -239,7 +231,7 @@ def train(case: Case, problem, policy, seed: int, batches: list, scale: float = 
     fresh = -1           # index of the fresh batch being stepped on
     current = None
     last_end = 0.0
-    load0 = os.getloadavg()[0]
+    load0 = harness.load()[0]
     t0 = time.perf_counter()
     for batch in it:
         if batch is not current:  # a fresh batch: the previous one is done
@@ -271,7 +263,7 @@ def train(case: Case, problem, policy, seed: int, batches: list, scale: float = 
            "load_ms": 1e3 * float(np.mean(rec.load_time[:budget])),
            "step_ms_median": 1e3 * float(np.nanmedian(rec.step_time)),
            "step_ms_mean": 1e3 * float(np.nanmean(rec.step_time)),
-           "loadavg": [load0, os.getloadavg()[0]]}
+           "loadavg": [load0, harness.load()[0]]}
     if policy == "auto":
         out["decisions"] = [dict(d) for d in rec.decisions]
         out["auto_summary"] = summary.get("auto")
@@ -349,7 +341,7 @@ def _decisions_line(decisions, limit: int = 14) -> str:
             parts.append(f"{d['batch']}: {a} {d.get('previous')}→{d['cap']}{why}")
         elif a == "keep":
             parts.append(f"{d['batch']}: keep {d['cap']} (probe {d.get('probe')}: "
-                         f"{'z=%.1f' % d['z'] if 'z' in d else d.get('why', '')})")
+                         f"{'z={:.1f}'.format(d['z']) if 'z' in d else d.get('why', '')})")
         else:
             parts.append(f"{d['batch']}: {a}")
     if len(decisions) > limit:
@@ -359,10 +351,10 @@ def _decisions_line(decisions, limit: int = 14) -> str:
 
 def case_report(case: Case, problem, runs: list[dict], seeds, load: tuple, seconds: float) -> tuple[str, dict]:
     lines = [f"### {case.title} (`{case.name}`)\n",
-             f"{problem.describe()}; B = {case.B}, lr = {case.lr:g}, target excess risk {case.target:g}, "
+             (f"{problem.describe()}; B = {case.B}, lr = {case.lr:g}, target excess risk {case.target:g}, "
              f"budget {case.budget} fresh batches; loader {1e3 * case.t_load:g} ms per batch, step "
              f"{1e3 * case.t_step:g} ms (the NumPy step runs inside it); max_echo {case.max_echo}. "
-             f"Claimed regime: {case.claim}.\n",
+             f"Claimed regime: {case.claim}.\n"),
              f"Load average {load[0]:.2f} at the start, {load[1]:.2f} at the end; {seconds:.0f} s.\n"]
     by = {}
     for r in runs:
@@ -433,80 +425,6 @@ def calibrate(case: Case, problem, seeds, echoes=(1, 2, 4, 8, 16)) -> str:
     return "\n".join(lines) + "\n"
 
 
-# ---- auto's CPU cost per step
-
-def cpu_cost(repeats: int = 9, batches: int = 300, echo: int = 8) -> str:
-    """auto's CPU cost per step: the main thread's CPU time (``time.thread_time``) inside
-    echoing's calls (``next`` and ``report``) per step, greedy against auto on the same
-    scripted inputs, interleaved; and AutoEcho's own calls alone.
-
-    The scripted loss falls linearly in the fresh-batch index (it does not depend on K), so
-    auto keeps greedy's caps except in its probe blocks, and the two take about the same
-    steps per fresh batch (printed): per-fresh-batch costs are spread alike."""
-    import echosim
-    from echosim.control import AutoEcho, Driver
-
-    t_load, t_step = 0.004, 0.0004
-
-    class Slow:
-        def __iter__(self):
-            for t in range(batches + 1):
-                time.sleep(t_load)
-                yield t
-
-    def scripted(t: int) -> float:
-        return 2.0 - 0.002 * t + 1e-4 * ((t * 7919) % 13) / 13
-
-    def loop(policy):
-        it = echosim.echoing(Slow(), policy, max_echo=echo)
-        cpu, n, tc = 0.0, 0, time.thread_time
-        while True:
-            c0 = tc()
-            try:
-                b = next(it)
-            except StopIteration:
-                cpu += tc() - c0
-                break
-            cpu += tc() - c0
-            n += 1
-            time.sleep(t_step)  # the accelerator: the step yields the core, as a real one does
-            c0 = tc()
-            it.report(scripted(b))
-            cpu += tc() - c0
-        it.close()
-        return 1e6 * cpu / n, n / len(it.echo)
-
-    rows = {"greedy": [], "auto": []}
-    keys = list(rows)
-    for r in range(repeats):
-        for k in keys[r % 2:] + keys[:r % 2]:
-            rows[k].append(loop(k))
-    # AutoEcho alone: the same scripted stream, K_t = echo
-    n = 20_000
-    alone = []
-    for _ in range(repeats):
-        drv = Driver(AutoEcho(max_echo=64))
-        c0 = time.thread_time()
-        for t in range(n):
-            cap = drv.begin(t, 0.01 * t)
-            drv.first_loss(t, scripted(t))
-            drv.end(t, min(cap, echo))
-        alone.append(1e6 * (time.thread_time() - c0) / n)
-    q = lambda v: (np.median(v), np.percentile(v, 75) - np.percentile(v, 25))  # noqa: E731
-    out = ["| what (µs of main-thread CPU) | median | IQR | steps per fresh batch |", "|---|---:|---:|---:|"]
-    for p, v in rows.items():
-        m, iqr = q([x[0] for x in v])
-        out.append(f"| inside echoing's next + report, per step, {p} | {m:.1f} | {iqr:.1f} | "
-                   f"{np.median([x[1] for x in v]):.2f} |")
-    m, iqr = q(alone)
-    out.append(f"| Driver + AutoEcho (begin, first_loss, end), per fresh batch, alone | {m:.2f} | {iqr:.2f} | |")
-    ga, aa = np.median([x[0] for x in rows["greedy"]]), np.median([x[0] for x in rows["auto"]])
-    out.append(f"\nauto − greedy: {aa - ga:+.1f} µs of CPU per step (the bound: <= 20 µs per step).")
-    return (f"{repeats} repeats, greedy and auto interleaved; {batches} fresh batches of {1e3 * t_load:g} ms each, "
-            f"a {1e3 * t_step:g} ms sleeping step, max_echo {echo}; AutoEcho alone: {n} scripted fresh batches.\n\n"
-            + "\n".join(out) + "\n")
-
-
 # ---- the PyTorch job (case 5)
 
 def torch_case(args, seeds) -> str:
@@ -539,9 +457,9 @@ def torch_case(args, seeds) -> str:
             {"seed": record["seed"], "time": t["seconds"], "T": t["T"], "cap": arrays["cap"],
              "mean_K": float(np.mean(arrays["echo"])), "decisions": list(decisions)})
     cfg = job["config"]
-    lines = [f"The job ({', '.join(f'{k} {v}' for k, v in cfg.items())}); target validation loss {target:g} (reached and kept to the end of the budget, "
+    lines = [(f"The job ({', '.join(f'{k} {v}' for k, v in cfg.items())}); target validation loss {target:g} (reached and kept to the end of the budget, "
              f"the job's own rule on the raw curve); seeds {job['seeds']}; load average at its start "
-             f"{job['loadavg_start'][0]:.2f}.\n",
+             f"{job['loadavg_start'][0]:.2f}.\n"),
              "| policy | median s to target | per seed (s) | fresh batches to target (median) | mean K |",
              "|---|---:|---|---:|---:|"]
     med = {p: _median([r["time"] for r in rs]) for p, rs in by.items()}
@@ -564,12 +482,6 @@ def torch_case(args, seeds) -> str:
 
 # ---- main
 
-def _versions() -> str:
-    import echosim
-
-    return f"Python {platform.python_version()}, NumPy {np.__version__}, echosim {echosim.__version__}"
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cases", default=",".join(CASES), help=f"comma-separated, from {', '.join(CASES)}")
@@ -586,8 +498,8 @@ def main(argv=None) -> int:
     ap.add_argument("--torch-from", default=None, metavar="DIR", help="case 5: only read the runs in DIR")
     ap.add_argument("--torch-job", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "torch_job"),
                     metavar="DIR", help="the PyTorch job's directory (default: torch_job beside this file)")
-    ap.add_argument("--json", default=None, help="write every run (curves, caps, decisions) to this JSON file")
-    args = ap.parse_args(argv)
+    harness.add_options(ap, smoke="case 1 only, sync and auto, 30 fresh batches, sleeps / 10")
+    args = ap.parse_args(argv)  # --json: the environment, the load and every run (curves, caps, decisions)
     names = [c.strip() for c in args.cases.split(",") if c.strip()]
     unknown = [c for c in names if c not in CASES]
     if unknown:
@@ -607,62 +519,71 @@ def main(argv=None) -> int:
             AutoEcho(**auto_options)
         except ValueError as exc:
             ap.error(f"--auto-window: {exc}")
-    n_seeds = 1 if args.quick else args.seeds or (3 if args.torch else 5)
+    n_seeds = 1 if args.quick or args.smoke else args.seeds or (3 if args.torch else 5)
     seeds = list(range(n_seeds))
-    scale = 0.5 if args.quick else 1.0
-    print("# policy='auto' against fixed echo policies in a real loop\n")
-    print(f"- {_versions()}; {platform.machine()}, {os.cpu_count()} cores")
-    print(f"- load average at the start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    print(f"- command: python benchmarks/bench_auto.py {' '.join(sys.argv[1:] if argv is None else argv)}\n")
-    if auto_options is not None:
-        print(f"- policy auto's options: {auto_options}\n")
-    t_all = time.perf_counter()
+    scale = 0.1 if args.smoke else 0.5 if args.quick else 1.0
+    if args.smoke:
+        names, policies = names[:1], ["sync", "auto"]
+    with harness.Session("bench_auto", args, argv) as session:
+        print("## policy='auto' against fixed echo policies in a real loop\n")
+        if auto_options is not None:
+            print(f"- policy auto's options: {auto_options}\n")
+        session.results = run(args, names, policies, seeds, scale, auto_options)
+    return 0
+
+
+def run(args, names, policies, seeds, scale, auto_options) -> dict:
+    """The mode asked for; prints its report, returns what the session writes."""
     if args.cpu:
         print("## auto's CPU cost per step\n")
-        print(cpu_cost())
-    elif args.torch:
+        from bench_auto_cost import cpu_cost
+
+        text = cpu_cost(2, 20) if args.smoke else cpu_cost()
+        print(text)
+        return {"cpu": text}
+    if args.torch:
         text = torch_case(args, seeds)
         print("## 5. the PyTorch job (`torch`)\n")
         print(text)
-    elif args.calibrate:
+        return {"torch": text}
+    if args.calibrate:
+        out = {}
         for name in names:
             case = CASES[name]
-            print(calibrate(case, case.make_problem(), seeds))
-    else:
-        results, every = [], []
-        for name in names:
-            case = CASES[name]
-            problem = case.make_problem()
-            load0, t0 = os.getloadavg()[0], time.perf_counter()
-            runs = []
-            for j, seed in enumerate(seeds):
-                order = policies[j % len(policies):] + policies[:j % len(policies)]
-                batches = draw_batches(problem, case.B, seed, case.budget + 1)
-                for policy in order:
-                    with warnings.catch_warnings():
-                        warnings.simplefilter("ignore", RuntimeWarning)
-                        run = train(case, problem, policy, seed, batches, scale, auto_options)
-                    run.update(score(run, problem, case.target))
-                    runs.append(run)
-                    print(f"  {name} seed {seed} {run['policy']:>6}: to target {_fmt_s(run['time'])} s "
-                          f"(batch {run['T']}), mean K {run['steps'] / case.budget:.2f}", file=sys.stderr, flush=True)
-            text, res = case_report(case, problem, runs, seeds, (load0, os.getloadavg()[0]), time.perf_counter() - t0)
-            print(text, flush=True)
-            results.append(res)
-            every.extend({"case": name, **{k: v for k, v in r.items() if k != "iterates"}} for r in runs)
-        print("## Summary\n")
-        print("| case | best fixed policy | its median s | auto median s | auto / best |")
-        print("|---|---|---:|---:|---:|")
-        for r in results:
-            b = r["best"]
-            print(f"| {r['case']} | {b} | {_fmt_s(r['median_s'].get(b))} | {_fmt_s(r['median_s'].get('auto'))} | "
-                  f"{'n/a' if r['ratio'] is None else format(r['ratio'], '.2f')} |")
-        if args.json:
-            with open(args.json, "w", encoding="utf-8") as f:
-                json.dump(jsonable({"results": results, "runs": every}), f)
-    print(f"\n- load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; "
-          f"{time.perf_counter() - t_all:.0f} s in all")
-    return 0
+            out[name] = calibrate(case, case.make_problem(), seeds)
+            print(out[name])
+        return {"calibrate": out}
+    results, every = [], []
+    for name in names:
+        case = CASES[name]
+        if args.smoke:
+            case = dataclasses.replace(case, budget=30)
+        problem = case.make_problem()
+        load0, t0 = harness.load()[0], time.perf_counter()
+        runs = []
+        for j, seed in enumerate(seeds):
+            order = policies[j % len(policies):] + policies[:j % len(policies)]
+            batches = draw_batches(problem, case.B, seed, case.budget + 1)
+            for policy in order:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", RuntimeWarning)
+                    run = train(case, problem, policy, seed, batches, scale, auto_options)
+                run.update(score(run, problem, case.target))
+                runs.append(run)
+                print(f"  {name} seed {seed} {run['policy']:>6}: to target {_fmt_s(run['time'])} s "
+                      f"(batch {run['T']}), mean K {run['steps'] / case.budget:.2f}", file=sys.stderr, flush=True)
+        text, res = case_report(case, problem, runs, seeds, (load0, harness.load()[0]), time.perf_counter() - t0)
+        print(text, flush=True)
+        results.append(res)
+        every.extend({"case": name, **{k: v for k, v in r.items() if k != "iterates"}} for r in runs)
+    print("## Summary\n")
+    print("| case | best fixed policy | its median s | auto median s | auto / best |")
+    print("|---|---|---:|---:|---:|")
+    for r in results:
+        b = r["best"]
+        print(f"| {r['case']} | {b} | {_fmt_s(r['median_s'].get(b))} | {_fmt_s(r['median_s'].get('auto'))} | "
+              f"{'n/a' if r['ratio'] is None else format(r['ratio'], '.2f')} |")
+    return {"results": results, "runs": every}
 
 
 if __name__ == "__main__":

@@ -1,12 +1,13 @@
 """The validation suite of ``echoing(policy="auto")`` (issue 26): wall-clock to target in
 real loops through ``echosim.echoing``, auto against sync, K = 2, 4, 8 and greedy (run on
-demand, not in CI).
+demand; CI runs only --smoke).
 
     python benchmarks/bench_auto_suite.py --out suite.json                 # every case: 5 seeds (torch 3)
     python benchmarks/bench_auto_suite.py --quick --out quick.json         # a smoke run: 1 seed, tiny budgets
     python benchmarks/bench_auto_suite.py --cases numpy,scripted --seeds 3 # groups or names, comma-separated
     python benchmarks/bench_auto_suite.py --signals --out signals.json     # report lagged losses and probes
     python benchmarks/bench_auto_suite.py --scan --cases mlp-digits --lrs 0.1,0.2,0.5,1,2   # K = 1 lr scan
+    python benchmarks/bench_auto_suite.py --smoke                          # 2 cases, sync and auto, no sleeps
 
 The cases (B, lr, R, target, budget and the measured time of one run are in the table below):
 
@@ -78,27 +79,21 @@ from __future__ import annotations
 
 import argparse
 import copy
-import json
-import math
 import os
-import platform
 import sys
 import time
 import warnings
 
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-os.environ.setdefault("OMP_NUM_THREADS", "1")
-os.environ.setdefault("MKL_NUM_THREADS", "1")
-
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness
+
+harness.one_thread()
 
 import numpy as np
 from auto_suite import report
 from auto_suite.loop import POLICIES, policy_label, rotated, run_task
 from auto_suite.numpy_cases import MLPTask, bench_auto_tasks
 from auto_suite.scripted import scripted_tasks
-
-from echosim.experiments.specs import _jsonable
 
 TORCH_CASES = ("torch-digits-momentum", "torch-shapes-adam")
 
@@ -146,7 +141,7 @@ def run_one(task, policy, seed, batches, args, auto):
 
 
 def run_case(task, policies, seeds, args, auto) -> tuple[dict, list]:
-    load0, t0 = os.getloadavg()[0], time.perf_counter()
+    load0, t0 = harness.load()[0], time.perf_counter()
     runs = []
     for j, seed in enumerate(seeds):
         batches = None if task.kind == "torch" else task.batches(seed, task.budget + 1)
@@ -160,7 +155,7 @@ def run_case(task, policies, seeds, args, auto) -> tuple[dict, list]:
             print(f"  {task.name} seed {seed} {run.policy:>6}: to target {report.fmt(s['time'])} s "
                   f"(batch {s['T']}), mean K {np.mean(run.echo):.2f}, final {s['final']:.4g}, "
                   f"{run.wall_s:.1f} s", file=sys.stderr, flush=True)
-    res = report.case_result(task, runs, seeds, (load0, os.getloadavg()[0]), time.perf_counter() - t0)
+    res = report.case_result(task, runs, seeds, (load0, harness.load()[0]), time.perf_counter() - t0)
     return res, runs
 
 
@@ -182,17 +177,6 @@ def scan(task, lrs, seeds, args) -> str:
     return "\n".join(L) + "\n"
 
 
-def _strict(v):
-    """JSON without NaN or Infinity: NaN -> null, an infinite ratio (never reached) -> "inf"."""
-    if isinstance(v, dict):
-        return {k: _strict(x) for k, x in v.items()}
-    if isinstance(v, list):
-        return [_strict(x) for x in v]
-    if isinstance(v, float) and not math.isfinite(v):
-        return None if math.isnan(v) else ("inf" if v > 0 else "-inf")
-    return v
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cases", default="all",
@@ -211,8 +195,13 @@ def main(argv=None) -> int:
     ap.add_argument("--cache", default=None, help="image cache of the torch cases (default ~/.cache/echosim/auto_suite)")
     ap.add_argument("--scan", action="store_true", help="only an lr scan at K = 1 without sleeps (--lrs)")
     ap.add_argument("--lrs", default=None, help="the learning rates of --scan, comma-separated")
-    ap.add_argument("--out", default=None, help="write every case's results and runs to this JSON file")
+    ap.add_argument("--out", default=None, help="write every case's results and runs to this JSON file "
+                    "(after every case, so an interrupted suite keeps the cases it finished)")
+    harness.add_options(ap, smoke="ls-pays and stream-hurts, sync and auto, 12 fresh batches, no sleeps")
     args = ap.parse_args(argv)
+    if args.smoke:
+        args.cases, args.policies, args.budget, args.time_scale = "ls-pays,stream-hurts", "sync,auto", 12, 0.0
+        args.seeds = 1
     tasks, torch_missing = all_tasks(args.cache)
     names, unknown = select(args.cases, tasks, torch_missing)
     if unknown:
@@ -234,32 +223,29 @@ def main(argv=None) -> int:
     if args.scan and not args.lrs:
         ap.error("--scan needs --lrs")
 
-    import echosim
+    with harness.Session("bench_auto_suite", args, argv) as session:
+        session.results = run(args, argv, tasks, names, policies, auto, torch_missing)
+    return 0
 
-    print("# policy='auto' against fixed echo policies: the validation suite (issue 26)\n")
-    print(f"- Python {platform.python_version()}, NumPy {np.__version__}, echosim {echosim.__version__}; "
-          f"{platform.machine()}, {os.cpu_count()} cores")
-    print(f"- load average at the start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    print(f"- command: python benchmarks/bench_auto_suite.py {' '.join(sys.argv[1:] if argv is None else argv)}")
+
+def run(args, argv, tasks, names, policies, auto, torch_missing) -> dict:
+    """Every case selected; prints the tables, writes --out after every case; returns the results."""
+    print("## policy='auto' against fixed echo policies: the validation suite (issue 26)\n")
     if args.quick:
         print("- quick: a smoke run (1 seed, budgets a quarter of the cases'): most targets are out of reach, "
               "so the checks below mean nothing")
     print(f"- sleeps x {args.time_scale:g}; signals {'requested' if args.signals else 'off'}"
           + (f"; auto {auto}" if auto else "") + "\n", flush=True)
-    t_all, load_start = time.perf_counter(), os.getloadavg()
+    t_all, load_start = time.perf_counter(), harness.load()
     results, every = [], []
 
     def write_out():  # after every case: an interrupted suite keeps the cases it finished
         doc = {"command": ["benchmarks/bench_auto_suite.py", *(sys.argv[1:] if argv is None else argv)],
-               "versions": {"python": platform.python_version(), "numpy": np.__version__,
-                            "echosim": echosim.__version__},
-               "loadavg": [list(load_start), list(os.getloadavg())], "time_scale": args.time_scale,
-               "policies": [policy_label(p) for p in policies], "complete": len(results) == len(names),
-               "results": results, "runs": every, "torch_missing": torch_missing}
-        tmp = args.out + ".tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(_strict(_jsonable(doc)), f, allow_nan=False)
-        os.replace(tmp, args.out)
+               "environment": harness.environment(), "loadavg": [list(load_start), harness.load()],
+               "time_scale": args.time_scale, "policies": [policy_label(p) for p in policies],
+               "complete": len(results) == len(names), "results": results, "runs": every,
+               "torch_missing": torch_missing}
+        harness.write_json(args.out, doc)
 
     for name in names:
         task = tasks[name]
@@ -281,10 +267,8 @@ def main(argv=None) -> int:
     if results:
         print("## Summary\n")
         print(report.summary_markdown(results))
-    load_end = os.getloadavg()
-    print(f"- load average at the start {load_start[0]:.2f}, at the end {load_end[0]:.2f}; "
-          f"{time.perf_counter() - t_all:.0f} s in all")
-    return 0
+    return {"time_scale": args.time_scale, "policies": [policy_label(p) for p in policies], "results": results,
+            "runs": every, "torch_missing": torch_missing, "seconds": time.perf_counter() - t_all}
 
 
 if __name__ == "__main__":

@@ -17,22 +17,22 @@ Prints, each measured in its own process with a fresh Numba cache directory
               process compiles the draws and the pipeline alongside), fresh cache, and
               again with the cache it filled (loading only).
 
-Run: ``python benchmarks/bench_compile.py [--base PATH]`` (about 3 min on 2 cores). Not
-run by pytest.
+Run: ``python benchmarks/bench_compile.py [--base PATH] [--json PATH]`` (about 3 min on 2
+cores); ``--smoke`` times the pipeline part alone at ``NUMBA_OPT=0``, once, without the
+warm-up (what the smoke test runs).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import statistics
-import subprocess
 import sys
 import tempfile
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-CONFIG = os.path.join(HERE, "configs", "default_sweep_0.1.toml")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness
+
+CONFIG = harness.CONFIGS / "default_sweep_0.1.toml"
 
 PART = """
 import sys, time
@@ -68,53 +68,77 @@ print(warm_up(config, int(sys.argv[2])))
 """
 
 
-def seconds(code, args, cache, opt="3", root=ROOT):
-    env = dict(os.environ, PYTHONPATH=root, NUMBA_CACHE_DIR=cache, NUMBA_OPT=opt)
-    res = subprocess.run([sys.executable, "-c", code, *args], env=env, capture_output=True, text=True, cwd=root)
-    if res.returncode:
-        raise SystemExit(res.stderr)
-    return float(res.stdout.strip().splitlines()[-1])
+def seconds(code, args, cache, opt="3", root=harness.ROOT):
+    """The last line a child printed (seconds), run with a Numba cache of its own and NUMBA_OPT=opt."""
+    env = harness.env_for(root, numba_cache=cache, threads_one=False, NUMBA_OPT=opt)
+    o = harness.python(code, *args, root=root, env=env).check(f"compiling {args[0]}")
+    return float(o.last_line())
+
+
+def part_task(part, root, opt):
+    def task():
+        with tempfile.TemporaryDirectory(prefix="echosim-bench-") as cache:
+            return seconds(PART, [part], cache, opt, root)
+    return task
+
+
+def warm_task(root, workers):
+    def task():
+        with tempfile.TemporaryDirectory(prefix="echosim-bench-") as cache:
+            return {"fresh": seconds(WARM, [CONFIG, str(workers)], cache, root=root),
+                    "cached": seconds(WARM, [CONFIG, str(workers)], cache, root=root)}
+    return task
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--base", metavar="PATH", help="a checkout from before the method table, timed alongside")
+    harness.add_options(ap, smoke="the pipeline part at NUMBA_OPT=0 only, once, no warm-up")
     args = ap.parse_args(argv)
-    print("# bench_compile\n")
-    print(f"load average at start: {open('/proc/loadavg').read().strip()}; cores: {os.cpu_count()}")
-    trees = {"this tree": (ROOT, 0)} | ({"base": (os.path.abspath(args.base), 1)} if args.base else {})
-    times = {}
-    for _ in range(args.repeats):  # interleaved: every part of every tree in each repeat
-        for label, parts in PARTS.items():
-            for tree, (root, which) in trees.items():
-                if parts[which] is None:
-                    continue
-                for opt in ("3", "0"):
-                    with tempfile.TemporaryDirectory(prefix="echosim-bench-") as cache:
-                        times.setdefault((label, tree, opt), []).append(
-                            seconds(PART, [parts[which]], cache, opt, root))
+    trees = {"this tree": (harness.ROOT, 0)} | ({"base": (os.path.abspath(args.base), 1)} if args.base else {})
+    parts = {"pipeline": PARTS["pipeline"]} if args.smoke else PARTS
+    opts = ("0",) if args.smoke else ("3", "0")
+    repeats = 1 if args.smoke else args.repeats
+    tasks = {}  # every part of every tree, interleaved
+    for label, both in parts.items():
+        for tree, (root, which) in trees.items():
+            if both[which] is not None:
+                for opt in opts:
+                    tasks[(label, tree, opt)] = part_task(both[which], root, opt)
+    if not args.smoke:
         for workers in (1, 2):
             for tree, (root, _) in trees.items():
-                with tempfile.TemporaryDirectory(prefix="echosim-bench-") as cache:
-                    times.setdefault(("warm_up", tree, workers, "fresh"), []).append(
-                        seconds(WARM, [CONFIG, str(workers)], cache, root=root))
-                    times.setdefault(("warm_up", tree, workers, "cached"), []).append(
-                        seconds(WARM, [CONFIG, str(workers)], cache, root=root))
-    med = {k: statistics.median(v) for k, v in times.items()}
-    print(f"\n## Each part alone, fresh cache (s, wall, median of {args.repeats} interleaved)\n")
-    print("| part | code | NUMBA_OPT=3 | NUMBA_OPT=0 |\n| --- | --- | ---: | ---: |")
-    for label in PARTS:
-        for tree in trees:
-            if (label, tree, "3") in med:
-                print(f"| {label} | {tree} | {med[(label, tree, '3')]:.2f} | {med[(label, tree, '0')]:.2f} |")
-    print(f"\n## The sweep's warm-up for the 0.1 grid (s, wall, median of {args.repeats})\n")
-    print("| code | workers | fresh cache | cache filled |\n| --- | ---: | ---: | ---: |")
-    for tree in trees:
-        for workers in (1, 2):
-            print(f"| {tree} | {workers} | {med[('warm_up', tree, workers, 'fresh')]:.2f} | "
-                  f"{med[('warm_up', tree, workers, 'cached')]:.2f} |")
-    print(f"\nload average at end: {open('/proc/loadavg').read().strip()}")
+                tasks[("warm_up", tree, workers)] = warm_task(root, workers)
+    with harness.Session("bench_compile", args, argv) as session:
+        times = harness.interleave(tasks, repeats)
+        stats = {}
+        for key, vals in times.items():
+            if key[0] == "warm_up":
+                for cache in ("fresh", "cached"):
+                    stats[(*key, cache)] = harness.summary([v[cache] for v in vals])
+            else:
+                stats[key] = harness.summary(vals)
+        med = {k: s["median"] for k, s in stats.items()}
+        print(f"## Each part alone, fresh cache (s, wall, median of {repeats} interleaved; IQR)\n")
+        print("| part | code | " + " | ".join(f"NUMBA_OPT={o}" for o in opts) + " |\n| --- | --- |"
+              + " ---: |" * len(opts))
+        for label in parts:
+            for tree in trees:
+                if (label, tree, opts[0]) in med:
+                    cells = [harness.spread(stats[(label, tree, o)], digits=2) for o in opts]
+                    print(f"| {label} | {tree} | {' | '.join(cells)} |")
+        if not args.smoke:
+            print(f"\n## The sweep's warm-up for the 0.1 grid (s, wall, median of {repeats})\n")
+            print("| code | workers | fresh cache | cache filled |\n| --- | ---: | ---: | ---: |")
+            for tree in trees:
+                for workers in (1, 2):
+                    print(f"| {tree} | {workers} | {med[('warm_up', tree, workers, 'fresh')]:.2f} | "
+                          f"{med[('warm_up', tree, workers, 'cached')]:.2f} |")
+        session.results = {"repeats": repeats, "trees": {t: str(r) for t, (r, _) in trees.items()},
+                           "rows": [{"what": k[0], "code": k[1], "setting": k[2], **({"cache": k[3]} if len(k) > 3
+                                                                                     else {}), **s}
+                                    for k, s in stats.items()]}
 
 
 if __name__ == "__main__":

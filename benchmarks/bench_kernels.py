@@ -18,21 +18,22 @@ not count), and the median wall-clock time beside it. Compile time is measured
 separately, on a first call with a tiny slice of the data. For a before/after
 comparison with another checkout, use ``benchmarks/bench_runs.py --base PATH --only kernel``.
 
-Run: ``python benchmarks/bench_kernels.py`` (``--help`` for sizes). Not run by pytest.
+Run: ``python benchmarks/bench_kernels.py`` (``--help`` for sizes; ``--json PATH`` keeps the
+numbers; ``--smoke`` runs tiny sizes with Numba's cache, to check the script runs).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import platform
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
 
-ONE_THREAD = ("NUMBA_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness
+
 TARGET_FLOOR_RATIO = 1.3
 TARGET_NUMPY_SPEEDUP = 3.0
 
@@ -51,11 +52,15 @@ def parse_args(argv=None):
                    help="use Numba's on-disk cache (default: a fresh temporary cache, so the "
                         "compile time reported is a real compile)")
     p.add_argument("--pin", type=int, metavar="CPU", default=None, help="pin the process to this CPU")
+    harness.add_options(p, smoke="d=4, B=8, K=2, T=20, 3 repeats, float64, Numba's cache: checks the script runs")
     args = p.parse_args(argv)
+    if args.smoke:
+        args.dim, args.batch_size, args.echo, args.batches, args.repeats = 4, 8, 2, 20, 3
+        args.dtypes, args.numba_cache = ["float64"], True
     for name in ("dim", "batch_size", "echo", "batches"):
         if getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')} must be >= 1")
-    if args.repeats < 7:
+    if args.repeats < 7 and not args.smoke:
         p.error("--repeats must be >= 7")
     if args.pin is not None and args.pin not in os.sched_getaffinity(0):
         p.error(f"--pin must be one of the CPUs {sorted(os.sched_getaffinity(0))}")
@@ -64,7 +69,7 @@ def parse_args(argv=None):
 
 def one_core_environment(args):
     """Single-threaded BLAS and Numba; set before numpy/numba are imported."""
-    for name in ONE_THREAD:
+    for name in harness.ONE_THREAD:
         os.environ[name] = "1"
     if args.pin is not None:
         os.sched_setaffinity(0, {args.pin})
@@ -76,15 +81,6 @@ def one_core_environment(args):
 
 
 # --------------------------------------------------------------------------- machine
-
-
-def cpu_model():
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
-        fields = dict(line.split(":", 1) for line in out.splitlines() if ":" in line)
-        return fields.get("Model name", "?").strip()
-    except (OSError, subprocess.CalledProcessError):
-        return platform.processor() or "?"
 
 
 def openblas_info(np):
@@ -116,19 +112,16 @@ def openblas_info(np):
     return "?", "?", "?"
 
 
-def machine_report(np, numba, args):
+def machine_report(np, args):
     blas_config, blas_core, blas_threads = openblas_info(np)
-    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
     return [
-        f"- CPU: {cpu_model()}; {os.cpu_count()} logical CPUs; process on CPUs "
-        f"{sorted(os.sched_getaffinity(0))}; load average {load}",
-        f"- Python {platform.python_version()}, NumPy {np.__version__}, Numba {numba.__version__}",
-        f"- OpenBLAS: {blas_config}; core {blas_core}; threads {blas_threads}; "
-        f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '(unset)')}, "
-        f"OPENBLAS_L2_SIZE={os.environ.get('OPENBLAS_L2_SIZE', '(unset)')} (left as found)",
-        "- " + ", ".join(f"{n}={os.environ[n]}" for n in ONE_THREAD),
-        f"- least squares d={args.dim}, B={args.batch_size}, K={args.echo}, T={args.batches}, "
-        f"η={args.lr}, seed={args.seed}; {args.repeats} repeats per variant",
+        f"- process on CPUs {sorted(os.sched_getaffinity(0))}",
+        (f"- OpenBLAS: {blas_config}; core {blas_core}; threads {blas_threads}; "
+         f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '(unset)')}, "
+         f"OPENBLAS_L2_SIZE={os.environ.get('OPENBLAS_L2_SIZE', '(unset)')} (left as found)"),
+        "- " + ", ".join(f"{n}={os.environ[n]}" for n in harness.ONE_THREAD),
+        (f"- least squares d={args.dim}, B={args.batch_size}, K={args.echo}, T={args.batches}, "
+         f"η={args.lr}, seed={args.seed}; {args.repeats} repeats per variant"),
     ]
 
 
@@ -211,25 +204,27 @@ def load_kernel():
 
 
 def time_variants(v, names, repeats, steps):
-    """CPU and wall ns per step of each variant, `repeats` times, in rotating order."""
-    cpu = {name: [] for name in names}
-    wall = {name: [] for name in names}
-    for rep in range(repeats):
-        for name in names[rep % len(names):] + names[:rep % len(names)]:
-            fn = getattr(v, name)
+    """CPU (this thread's) and wall ns per step of each variant, `repeats` times, interleaved."""
+    def task(fn):
+        def timed():
             t0, c0 = time.perf_counter_ns(), time.thread_time_ns()
             fn()
             c1, t1 = time.thread_time_ns(), time.perf_counter_ns()
-            cpu[name].append((c1 - c0) / steps)
-            wall[name].append((t1 - t0) / steps)
-    return cpu, wall
+            return {"cpu": (c1 - c0) / steps, "wall": (t1 - t0) / steps}
+        return timed
+
+    got = harness.interleave({name: task(getattr(v, name)) for name in names}, repeats)
+    return ({name: [x["cpu"] for x in got[name]] for name in names},
+            {name: [x["wall"] for x in got[name]] for name in names})
 
 
 def main(argv=None):
     args = parse_args(argv)
     cache_dir = one_core_environment(args)
     try:
-        return bench(args)
+        with harness.Session("bench_kernels", args, argv) as session:
+            session.results = bench(args)
+        return 0
     finally:
         if cache_dir is not None:
             shutil.rmtree(cache_dir, ignore_errors=True)
@@ -237,7 +232,6 @@ def main(argv=None):
 
 def bench(args):
     import numpy as np
-    import numba
     from numba import njit
 
     from echosim import LeastSquares
@@ -277,11 +271,12 @@ def bench(args):
         np.testing.assert_allclose(w_k, w_n, rtol=rtol, atol=rtol * scale)
 
         cpu, wall = time_variants(v, names, args.repeats, steps)
-        med = {name: float(np.median(cpu[name])) for name in names}
+        stats = {name: harness.summary(cpu[name]) for name in names}
+        med = {name: stats[name]["median"] for name in names}
         for name in names:
-            q25, q75 = np.percentile(cpu[name], [25, 75])
-            rows.append((labels[name], dtype, med[name], q25, q75, float(np.median(wall[name])),
-                         med[name] / med["floor"], med["numpy"] / med[name] if name == "kernel" else None))
+            rows.append((labels[name], dtype, med[name], stats[name]["q25"], stats[name]["q75"],
+                         harness.median(wall[name]), harness.ratio(stats[name], stats["floor"]),
+                         harness.ratio(stats["numpy"], stats[name]) if name == "kernel" else None))
         to_floor, speedup = med["kernel"] / med["floor"], med["numpy"] / med["kernel"]
         checks.append(f"{dtype}: kernel/floor {to_floor:.2f} (target <= {TARGET_FLOOR_RATIO}): "
                       f"{'met' if to_floor <= TARGET_FLOOR_RATIO else 'MISSED'}; "
@@ -290,7 +285,7 @@ def bench(args):
         del v, X, Y
 
     print("## Echoed-GD kernel: ns per echo step\n")
-    print("\n".join(machine_report(np, numba, args)))
+    print("\n".join(machine_report(np, args)))
     print(f"- kernel: {kernel_source}")
     print()
     print("| variant | dtype | ns/step (median CPU) | IQR | wall median | ratio to floor | NumPy/kernel |")
@@ -305,8 +300,10 @@ def bench(args):
     print("\n".join(compile_lines))
     print("\nChecks:")
     print("\n".join(f"- {c}" for c in checks))
-    print(f"- load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    return 0
+    keys = ("variant", "dtype", "ns_per_step_cpu_median", "q25", "q75", "ns_per_step_wall_median", "to_floor",
+            "numpy_over_kernel")
+    return {"kernel": kernel_source, "rows": [dict(zip(keys, row)) for row in rows], "compile": compile_lines,
+            "checks": checks}
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
     PYTHONPATH=. python benchmarks/bench_loop_memory.py                   # about a minute
     PYTHONPATH=. python benchmarks/bench_loop_memory.py --base /tmp/base  # another checkout alongside
+    PYTHONPATH=. python benchmarks/bench_loop_memory.py --smoke           # 2,000 steps, 10^4 synthetic
 
 1. A real run: `echoing` over a list of 2·10^5 small ints under K = 2 and auto
    (max_echo 4), ``report(loss)`` every step, no work; the memory allocated during the
@@ -19,11 +20,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
 import tracemalloc
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness
 
 
 def real_run(policy, n: int) -> float:
@@ -77,31 +80,38 @@ def main(argv=None):
     ap.add_argument("--steps", type=int, default=200_000)
     ap.add_argument("--base", help="another checkout's root, measured alongside (row 1)")
     ap.add_argument("--one", help=argparse.SUPPRESS)
+    harness.add_options(ap, smoke="2,000 steps, and 10^4 synthetic steps instead of 10^7")
     args = ap.parse_args(argv)
     if args.one:
         print(json.dumps(real_run(int(args.one) if args.one.isdigit() else args.one, args.steps // 2)))
         return
-    import echosim
-
-    here = os.path.dirname(os.path.dirname(os.path.abspath(echosim.__file__)))
-    trees = {"this tree": here, **({"base": os.path.abspath(args.base)} if args.base else {})}
-    print(f"Python {sys.version.split()[0]}; load average {os.getloadavg()[0]:.1f}; "
-          f"{', '.join(f'{t} = {d}' for t, d in trees.items())}\n")
-    print("| run | " + " | ".join(f"{t}: bytes per step" for t in trees) + " |\n|---|" + "---:|" * len(trees))
-    for policy in ("2", "auto"):
-        cells = []
-        for t, d in trees.items():
-            out = subprocess.run([sys.executable, os.path.abspath(__file__), "--one", policy, "--steps",
-                                  str(args.steps)], env=dict(os.environ, PYTHONPATH=d), capture_output=True,
-                                 text=True, check=True).stdout
-            cells.append(f"{json.loads(out):.1f}")
-        print(f"| echoing over {args.steps // 2} fresh batches, policy {policy} | " + " | ".join(cells) + " |")
-    print("\n| 10^7 steps, no loop | fresh batches | steps kept | recorder nbytes (MB) | bound (MB) | "
-          ".npz file (MB) | feeding time (s) |\n|---|---:|---:|---:|---:|---:|---:|")
-    for K in (2, 1):
-        s = synthetic(10 ** 7 // K, K)
-        print(f"| {'K = 2' if K == 2 else 'sync'} | {s['T']:,} | {s['kept']:,} | {s['nbytes'] / 1e6:.1f} | "
-              f"{s['bound'] / 1e6:.1f} | {s['file'] / 1e6:.1f} | {s['seconds']:.0f} |")
+    total = 10 ** 4 if args.smoke else 10 ** 7
+    if args.smoke:
+        args.steps = 2000
+    trees = {"this tree": harness.ROOT, **({"base": os.path.abspath(args.base)} if args.base else {})}
+    with harness.Session("bench_loop_memory", args, argv) as session:
+        print(f"{', '.join(f'{t} = {d}' for t, d in trees.items())}\n")
+        print("| run | " + " | ".join(f"{t}: bytes per step" for t in trees) + " |\n|---|" + "---:|" * len(trees))
+        real = {}
+        for policy in ("2", "auto"):
+            cells = []
+            for t, d in trees.items():
+                o = harness.python(__file__, "--one", policy, "--steps", args.steps, root=d,
+                                   env=harness.env_for(d, threads_one=False)).check(f"policy {policy} in {t}")
+                real[(policy, t)] = harness.last_json(o.out)
+                cells.append(f"{real[(policy, t)]:.1f}")
+            print(f"| echoing over {args.steps // 2} fresh batches, policy {policy} | " + " | ".join(cells) + " |")
+        print(f"\n| {total:,} steps, no loop | fresh batches | steps kept | recorder nbytes (MB) | bound (MB) | "
+              ".npz file (MB) | feeding time (s) |\n|---|---:|---:|---:|---:|---:|---:|")
+        synth = []
+        for K in (2, 1):
+            s = synthetic(total // K, K)
+            synth.append(dict(s, K=K))
+            print(f"| {'K = 2' if K == 2 else 'sync'} | {s['T']:,} | {s['kept']:,} | {s['nbytes'] / 1e6:.1f} | "
+                  f"{s['bound'] / 1e6:.1f} | {s['file'] / 1e6:.1f} | {s['seconds']:.0f} |")
+        session.results = {"steps": args.steps,
+                           "bytes_per_step": [{"policy": p, "code": t, "bytes": v} for (p, t), v in real.items()],
+                           "synthetic": synth}
 
 
 if __name__ == "__main__":

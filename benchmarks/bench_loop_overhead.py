@@ -4,6 +4,7 @@ per step under fixed K, greedy and auto, with ``report(loss)`` every step and no
     PYTHONPATH=. python benchmarks/bench_loop_overhead.py               # about 20 s
     PYTHONPATH=. python benchmarks/bench_loop_overhead.py --repeats 15 --batches 5000
     PYTHONPATH=. python benchmarks/bench_loop_overhead.py --base /tmp/base   # before/after, interleaved
+    PYTHONPATH=. python benchmarks/bench_loop_overhead.py --smoke            # 2 repeats of 50 batches
 
 With ``--base PATH`` (another checkout's root), each repeat runs both trees in fresh
 interpreters, one after the other in an alternating order, and the table has both.
@@ -21,12 +22,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
-import statistics
 import sys
 import time
 
 import echosim
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness
 
 
 def per_unit(policy, n: int) -> float:
@@ -44,7 +46,9 @@ POLICIES = ("sync", 4, "greedy", "auto")
 
 
 def one_repeat(batches: int, r: int) -> dict:
-    order = list(POLICIES)[r % 4:] + list(POLICIES)[: r % 4]
+    """Every policy once, the order rotated by r (A B C D, B C D A, ...)."""
+    k = r % len(POLICIES)
+    order = list(POLICIES)[k:] + list(POLICIES)[:k]
     return {str(p): per_unit(p, batches) for p in order}
 
 
@@ -54,51 +58,44 @@ def main(argv=None):
     ap.add_argument("--batches", type=int, default=3000)
     ap.add_argument("--base", help="another checkout's root, timed alongside (interleaved)")
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)  # one repeat, as JSON (for --base)
+    harness.add_options(ap, smoke="2 repeats of 50 fresh batches")
     args = ap.parse_args(argv)
     if args.one is not None:
         print(json.dumps(one_repeat(args.batches, args.one)))
         return
-    load0 = os.getloadavg()[0]
+    if args.smoke:
+        args.repeats, args.batches = 2, 50
+    trees = {"this tree": None}
     if args.base:
-        trees = {"this tree": os.path.dirname(os.path.dirname(os.path.abspath(echosim.__file__))),
-                 "base": os.path.abspath(args.base)}
-        res = {t: {str(p): [] for p in POLICIES} for t in trees}
-        for r in range(args.repeats):
-            names = list(trees) if r % 2 == 0 else list(trees)[::-1]
-            for t in names:
-                out = subprocess.run([sys.executable, os.path.abspath(__file__), "--one", str(r), "--batches",
-                                      str(args.batches)], env=dict(os.environ, PYTHONPATH=trees[t]),
-                                     capture_output=True, text=True, check=True).stdout
-                for p, v in json.loads(out).items():
-                    res[t][p].append(v)
-        load1 = os.getloadavg()[0]
-        print(f"load average {load0:.1f} at the start, {load1:.1f} at the end; {os.cpu_count()} cores; Python "
-              f"{sys.version.split()[0]}; {args.repeats} repeats of {args.batches} fresh batches, trees interleaved; "
-              f"{', '.join(f'{t} = {d}' for t, d in trees.items())}\n")
+        trees = {"this tree": harness.ROOT, "base": os.path.abspath(args.base)}
+    repeat = iter(range(10 ** 9))
+
+    def tree_task(root):
+        def task():  # one repeat in a fresh interpreter of that tree
+            o = harness.python(__file__, "--one", next(repeat), "--batches", args.batches, root=root,
+                               env=harness.env_for(root, threads_one=False)).check("a repeat")
+            return harness.last_json(o.out)
+        return task
+
+    local = iter(range(10 ** 9))
+    with harness.Session("bench_loop_overhead", args, argv) as session:
+        if args.base:
+            got = harness.interleave({t: tree_task(root) for t, root in trees.items()}, args.repeats)
+        else:
+            got = {"this tree": [one_repeat(args.batches, next(local)) for _ in range(args.repeats)]}
+        stats = {t: {str(p): harness.summary([r[str(p)] for r in got[t]]) for p in POLICIES} for t in trees}
+        print(f"{args.repeats} repeats of {args.batches} fresh batches"
+              + (", trees interleaved; " + ", ".join(f"{t} = {d}" for t, d in trees.items()) if args.base else "")
+              + "\n")
         print("| policy | unit | " + " | ".join(f"{t}: median CPU (µs) | IQR" for t in trees) + " |")
         print("|---|---|" + "---:|---:|" * len(trees))
         for p in POLICIES:
-            cells = []
-            for t in trees:
-                v = res[t][str(p)]
-                q = statistics.quantiles(v, n=4) if len(v) >= 2 else [v[0]] * 3
-                cells.append(f"{1e6 * statistics.median(v):.1f} | {1e6 * (q[2] - q[0]):.1f}")
+            cells = [f"{1e6 * stats[t][str(p)]['median']:.1f} | {1e6 * stats[t][str(p)]['iqr']:.1f}" for t in trees]
             unit = "fresh batch (= step)" if p == "sync" else "step"
             print(f"| {p} | {unit} | " + " | ".join(cells) + " |")
-        return
-    per = {p: [] for p in POLICIES}
-    for r in range(args.repeats):
-        for p, v in one_repeat(args.batches, r).items():
-            per[int(p) if p.isdigit() else p].append(v)
-    load1 = os.getloadavg()[0]
-    print(f"echosim from {os.path.dirname(echosim.__file__)}; load average {load0:.1f} at the start, {load1:.1f} "
-          f"at the end; {os.cpu_count()} cores; Python {sys.version.split()[0]}; {args.repeats} repeats of "
-          f"{args.batches} fresh batches\n")
-    print("| policy | unit | median CPU (µs) | IQR (µs) |\n|---|---|---:|---:|")
-    for p, v in per.items():
-        q = statistics.quantiles(v, n=4) if len(v) >= 2 else [v[0]] * 3
-        unit = "fresh batch (= step)" if p == "sync" else "step"
-        print(f"| {p} | {unit} | {1e6 * statistics.median(v):.1f} | {1e6 * (q[2] - q[0]):.1f} |")
+        session.results = {"repeats": args.repeats, "batches": args.batches, "unit": "seconds of thread CPU",
+                           "rows": [{"policy": str(p), "code": t, **stats[t][str(p)]} for t in trees
+                                    for p in POLICIES]}
 
 
 if __name__ == "__main__":

@@ -12,11 +12,12 @@ default ``log_every = "auto"``), ``python -m echosim sweep CFG --workers 1``.
 
     python benchmarks/bench_memory.py                       # this tree, T = 10⁶ and 3·10⁶
     python benchmarks/bench_memory.py --before /tmp/before  # and a checkout to compare with
+    python benchmarks/bench_memory.py --smoke               # T = 2,000 only: checks the script runs
 
 ``--before PATH`` runs the same cases with ``PYTHONPATH=PATH`` (e.g. ``git archive
 <commit> | tar -x -C /tmp/before``). Prints a Markdown table and the load average at
 the start and the end: the machine is shared, but peak memory hardly depends on load.
-Not a test: run on demand.
+Not a test: run on demand (CI runs only --smoke).
 """
 
 from __future__ import annotations
@@ -24,14 +25,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
-import subprocess
 import sys
 import tempfile
-import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness
+
+ROOT = str(harness.ROOT)
 CASES = ("api greedy", "api none", "cli greedy", "cli none")
 
 PIPELINE_TOML = """
@@ -86,19 +86,11 @@ def api_run(T: int, pipeline: bool) -> None:
 # --------------------------------------------------------------------------- driver
 
 
-def peak_of(cmd, env, cwd, tmp):
+def peak_of(cmd, env, cwd):
     """Peak RSS (MB) of one child process from its own rusage (``wait4``), its wall
     seconds and its last line of output."""
-    out_path, err_path = os.path.join(tmp, "stdout"), os.path.join(tmp, "stderr")
-    t0 = time.perf_counter()
-    with open(out_path, "w") as out, open(err_path, "w") as err:
-        proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=out, stderr=err)
-        _, status, usage = os.wait4(proc.pid, 0)
-    seconds = time.perf_counter() - t0
-    if os.waitstatus_to_exitcode(status):
-        raise RuntimeError(f"{' '.join(cmd)} failed: {open(err_path).read().strip().splitlines()[-1:]}")
-    lines = open(out_path).read().strip().splitlines()
-    return usage.ru_maxrss / 1024, seconds, lines[-1] if lines else ""
+    o = harness.run_command(cmd, env=env, cwd=cwd).check(" ".join(map(str, cmd)))
+    return o.peak_mb, o.seconds, o.last_line()
 
 
 def case_command(case: str, T: int, tmp: str):
@@ -119,44 +111,46 @@ def main(argv=None):
     p.add_argument("--before", metavar="PATH", help="another checkout to measure the same cases with")
     p.add_argument("--api", type=int, metavar="T", help=argparse.SUPPRESS)
     p.add_argument("--pipeline", choices=["greedy", "none"], help=argparse.SUPPRESS)
+    harness.add_options(p, smoke="T = 2,000, the cases api greedy and cli none, no warm-up process")
     args = p.parse_args(argv)
     if args.api:
         return api_run(args.api, args.pipeline == "greedy")
-
-    import numba
-    import numpy
-
+    if args.smoke:
+        args.batches = [2000]
+    cases = ("api greedy", "cli none") if args.smoke else CASES
     trees = {"this tree": ROOT}
     if args.before:
         trees["before"] = os.path.abspath(args.before)
-    print("# bench_memory\n")
-    print(f"load average at start: {open('/proc/loadavg').read().strip()}; cores: {os.cpu_count()}; "
-          f"{platform.processor() or platform.machine()}; python {sys.version.split()[0]}, "
-          f"numpy {numpy.__version__}, numba {numba.__version__}\n")
-    print("| case | code | T | peak RSS (MB) | RSS before the run (MB) | steps | seconds |")
-    print("| --- | --- | ---: | ---: | ---: | ---: | ---: |")
-    peaks = {}
-    with tempfile.TemporaryDirectory(prefix="echosim-mem-") as tmp:
-        for label, root in trees.items():
-            env = dict(os.environ, PYTHONPATH=root)
-            work = tempfile.mkdtemp(dir=tmp)  # fresh sweep outputs and run store per tree
-            peak_of(case_command("api greedy", 64, work), env, root, work)  # fills this tree's Numba cache
-            for case in CASES:
-                for T in args.batches:
-                    peak, seconds, last = peak_of(case_command(case, T, work), env, root, work)
-                    info = json.loads(last) if case.startswith("api") else {}
-                    base = f"{info['base_mb']:.0f}" if info else ""
-                    print(f"| {case} | {label} | {T:,} | {peak:.0f} | {base} | {info.get('steps', '')} "
-                          f"| {seconds:.1f} |", flush=True)
-                    peaks[(case, label, T)] = peak
-    if len(args.batches) > 1:
-        lo, hi = min(args.batches), max(args.batches)
-        print(f"\nGrowth from T = {lo:,} to {hi:,} (bytes per fresh batch):\n")
-        for label in trees:
-            for case in CASES:
-                grow = (peaks[(case, label, hi)] - peaks[(case, label, lo)]) * 2**20 / (hi - lo)
-                print(f"- {case}, {label}: {grow:.0f}")
-    print(f"\nload average at end: {open('/proc/loadavg').read().strip()}")
+    with harness.Session("bench_memory", args, argv) as session:
+        print("| case | code | T | peak RSS (MB) | RSS before the run (MB) | steps | seconds |")
+        print("| --- | --- | ---: | ---: | ---: | ---: | ---: |")
+        peaks, rows = {}, []
+        with tempfile.TemporaryDirectory(prefix="echosim-mem-") as tmp:
+            for label, root in trees.items():
+                env = harness.env_for(root, threads_one=False)
+                work = tempfile.mkdtemp(dir=tmp)  # fresh sweep outputs and run store per tree
+                if not args.smoke:
+                    peak_of(case_command("api greedy", 64, work), env, root)  # fills this tree's Numba cache
+                for case in cases:
+                    for T in args.batches:
+                        peak, seconds, last = peak_of(case_command(case, T, work), env, root)
+                        info = json.loads(last) if case.startswith("api") else {}
+                        base = f"{info['base_mb']:.0f}" if info else ""
+                        print(f"| {case} | {label} | {T:,} | {peak:.0f} | {base} | {info.get('steps', '')} "
+                              f"| {seconds:.1f} |", flush=True)
+                        peaks[(case, label, T)] = peak
+                        rows.append({"case": case, "code": label, "T": T, "peak_mb": peak,
+                                     "base_mb": info.get("base_mb"), "steps": info.get("steps"), "seconds": seconds})
+        growth = []
+        if len(args.batches) > 1:
+            lo, hi = min(args.batches), max(args.batches)
+            print(f"\nGrowth from T = {lo:,} to {hi:,} (bytes per fresh batch):\n")
+            for label in trees:
+                for case in cases:
+                    grow = (peaks[(case, label, hi)] - peaks[(case, label, lo)]) * 2**20 / (hi - lo)
+                    growth.append({"case": case, "code": label, "bytes_per_batch": grow})
+                    print(f"- {case}, {label}: {grow:.0f}")
+        session.results = {"rows": rows, "growth": growth}
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
-"""The planner against a real loader (run on demand, not in CI).
+"""The planner against a real loader (run on demand; CI runs only --smoke).
 
     python benchmarks/bench_plan_loader.py            # about 1-2 min on 2 cores
     python benchmarks/bench_plan_loader.py --batches 300 --R 6
+    python benchmarks/bench_plan_loader.py --smoke    # 6 batches of 4 small images: checks it runs
 
 A real loader: JPEG decoding and resizing with Pillow (``pip install pillow``; the
 images are encoded in memory before the clock starts) in one worker process, batches
@@ -27,11 +28,12 @@ import os
 import sys
 import time
 
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-os.environ.setdefault("OMP_NUM_THREADS", "1")
-os.environ.setdefault("MKL_NUM_THREADS", "1")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness
 
-import numpy as np  # noqa: E402
+harness.one_thread()
+
+import numpy as np
 
 
 def _images(n: int, size: int, seed: int) -> list[bytes]:
@@ -145,18 +147,29 @@ def main(argv=None) -> int:
     ap.add_argument("--step", choices=("device", "matmul"), default="device",
                     help="device: the host waits a fixed time for an accelerator (no host CPU, the usual case); "
                     "matmul: the step computes on the host CPU and competes with the loader for cores")
+    harness.add_options(ap, smoke="6 fresh batches of 4 images of 32 px, short profiles, sync only, one seed")
     args = ap.parse_args(argv)
+    n_prof, n_step, policies = 60, 60, ("sync", 2, 4, "greedy")
+    if args.smoke:
+        args.batches, args.batch_size, args.image_size = 6, 4, 32
+        n_prof, n_step, policies = 6, 6, ("sync",)
+    with harness.Session("bench_plan_loader", args, argv) as session:
+        session.results = measure_all(args, n_prof, n_step, policies)
+    return 0
+
+
+def measure_all(args, n_prof, n_step, policies) -> dict:
+    """Profile, plan and run every policy; print the tables; returns the rows."""
     from concurrent.futures import ProcessPoolExecutor
 
     import echosim
     from echosim.pipeline.traces import Trace
 
-    print("# echosim plan vs a real loader\n")
-    print(f"load average at start: {os.getloadavg()}")
-    data = _images(256, args.image_size, 0)
+    print("## echosim plan vs a real loader\n")
+    data = _images(16 if args.smoke else 256, args.image_size, 0)
     with ProcessPoolExecutor(1, initializer=_init, initargs=(data,)) as pool:
         # 1. profile the loader (consumer never waits) and calibrate + profile the step
-        prof = echosim.profile(ProcessLoader(pool, 62, args.batch_size, args.decode_reps), 60, warmup=2)
+        prof = echosim.profile(ProcessLoader(pool, n_prof + 2, args.batch_size, args.decode_reps), n_prof, warmup=2)
         t_load = prof.mean
         reps = 1
         step = make_step(reps)
@@ -164,7 +177,7 @@ def main(argv=None) -> int:
         for _ in range(20):
             step(np.zeros((1, 1, 1, 1)))
         per_rep = (time.perf_counter() - t) / 20
-        reps = max(1, int(round(t_load / args.R / per_rep)))
+        reps = max(1, round(t_load / args.R / per_rep))
         step = make_step(reps, kind=args.step, seconds=t_load / args.R)
         # time the step while the loader runs, as it will in training (they share the machine)
         import threading
@@ -179,7 +192,7 @@ def main(argv=None) -> int:
         bg = threading.Thread(target=drain)
         bg.start()
         times = []
-        for _ in range(60):
+        for _ in range(n_step):
             t = time.perf_counter()
             step(np.zeros((1, 1, 1, 1)))
             times.append(time.perf_counter() - t)
@@ -197,25 +210,26 @@ def main(argv=None) -> int:
         #    minutes), plan, run it for real. The response model (steps_to_target) only sets
         #    how many batches are simulated; throughput, echo and utilisation are the pipeline's.
         rows = []
-        for policy in ("sync", 2, 4, "greedy"):
-            prof = echosim.profile(ProcessLoader(pool, 62, args.batch_size, args.decode_reps), 60, warmup=2)
+        for policy in policies:
+            prof = echosim.profile(ProcessLoader(pool, n_prof + 2, args.batch_size, args.decode_reps), n_prof,
+                                   warmup=2)
             loader_trace = Trace(prof.times, "resample")
             fixed = isinstance(policy, int)
             p = echosim.plan(loader_trace, step_trace, batch_size=args.batch_size,
                              steps_to_target={16: 4000, 256: 600},
                              policies="fixed" if fixed else policy, echoes=[policy] if fixed else None,
-                             max_echo=args.max_echo, prefetch=2, seeds=3)
-            c = next(c for c in p.candidates if c["policy"] == ("fixed" if fixed else policy))
+                             max_echo=args.max_echo, prefetch=2, seeds=1 if args.smoke else 3)
+            c = next(c for c in p.candidates if c["policy"] == ("fixed" if fixed else policy)).as_dict()
             c["loader_ms"] = loader_trace.mean * 1e3
             m = measure(pool, args, policy, step)
             # the same plan from the loader times `echoing` recorded during the run itself
             p2 = echosim.plan(m["trace"], step_trace, batch_size=args.batch_size, steps_to_target={16: 4000, 256: 600},
                               policies="fixed" if fixed else policy, echoes=[policy] if fixed else None,
-                              max_echo=args.max_echo, prefetch=2, seeds=3)
-            c2 = next(c for c in p2.candidates if c["policy"] == ("fixed" if fixed else policy))
+                              max_echo=args.max_echo, prefetch=2, seeds=1 if args.smoke else 3)
+            c2 = next(c for c in p2.candidates if c["policy"] == ("fixed" if fixed else policy)).as_dict()
             c2["loader_ms"] = m["trace"].mean * 1e3
             rows.append((c, m, c2))
-    worst = {}
+    worst, table = {}, []
     for label, k in (("from a profile taken just before the run", 0), ("from the loader times recorded during the run", 2)):
         print(f"\npredicted {label}:\n")
         print("| policy | loader mean | throughput predicted | measured | err | mean echo predicted | measured | err | "
@@ -229,13 +243,16 @@ def main(argv=None) -> int:
                     abs(c["mean_echo"] - m["mean_echo"]) / m["mean_echo"],
                     abs(c["utilization"] - m["utilization"]) / m["utilization"]]
             worst[label] = max(worst[label], *errs)
+            table.append({"predicted": label, "policy": name, "loader_ms": c["loader_ms"],
+                          **{f"{q}_{w}": v for q in ("throughput", "mean_echo", "utilization")
+                             for w, v in (("predicted", c[q]), ("measured", m[q]))},
+                          "errors": dict(zip(("throughput", "mean_echo", "utilization"), errs))})
             print(f"| {name} | {c['loader_ms']:.1f} ms | {c['throughput']:.2f} batches/s | {m['throughput']:.2f} batches/s "
                   f"| {errs[0]:.1%} | {c['mean_echo']:.2f} | {m['mean_echo']:.2f} | {errs[1]:.1%} | "
                   f"{c['utilization']:.1%} | {m['utilization']:.1%} | {errs[2]:.1%} |")
     for label, w in worst.items():
         print(f"\nworst relative error, predicted {label}: {w:.1%} (target: within 10%)")
-    print(f"load average at end: {os.getloadavg()}")
-    return 0
+    return {"rows": table, "worst": worst}
 
 
 if __name__ == "__main__":

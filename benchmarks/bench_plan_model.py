@@ -1,9 +1,10 @@
-"""Accuracy of the planner's T(K) models against simulation (run on demand, not in CI).
+"""Accuracy of the planner's T(K) models against simulation (run on demand; CI runs only --smoke).
 
     python benchmarks/bench_plan_model.py                    # simulate, then score (12 min on a busy 2-core machine)
     python benchmarks/bench_plan_model.py --quick            # 3 B x 4 K per problem
     python benchmarks/bench_plan_model.py --table t.csv      # keep the simulated table
     python benchmarks/bench_plan_model.py --from-table t.csv # score a kept table again
+    python benchmarks/bench_plan_model.py --smoke            # least squares, 3 B x 2 K, 1 seed: checks it runs
 
 For each problem (least squares and logistic on synthetic data with condition number
 100, L2-regularised logistic regression on the breast-cancer data), each batch size B in 4 … 16384 and echo factor K in 1 … 64, the
@@ -25,10 +26,12 @@ import os
 import sys
 import time
 
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-os.environ.setdefault("OMP_NUM_THREADS", "1")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness
 
-import numpy as np  # noqa: E402
+harness.one_thread()
+
+import numpy as np
 
 PROBLEMS = {
     "least_squares": "least_squares",
@@ -177,9 +180,20 @@ def main(argv=None) -> int:
                     help="B in 16, 256, 4096 and K in 1, 4, 16, 64 only (about a fifth of the work)")
     ap.add_argument("--table", help="write the simulated table to this CSV")
     ap.add_argument("--from-table", help="score this CSV instead of simulating")
+    harness.add_options(ap, smoke="least squares, B in 16, 64, 1024, K in 1, 2, one seed, budget 300, 1 worker")
     args = ap.parse_args(argv)
     if args.quick:
         args.batch_sizes, args.echoes = [16, 256, 4096], [1, 4, 16, 64]
+    if args.smoke:
+        args.problems, args.batch_sizes, args.echoes = ["least_squares"], [16, 64, 1024], [1, 2]
+        args.seeds, args.max_budget, args.workers = 1, 300, 1
+    with harness.Session("bench_plan_model", args, argv) as session:
+        session.results = run(args)
+    return 0
+
+
+def run(args) -> dict:
+    """Simulate (or read) the table, score the models, print; returns the scores and the table."""
     import pandas as pd
 
     t0 = time.perf_counter()
@@ -187,7 +201,7 @@ def main(argv=None) -> int:
         df = pd.read_csv(args.from_table)
     else:
         df = simulate(args)
-    print(f"# T(K) model accuracy ({len(df)} simulated settings, {time.perf_counter() - t0:.0f} s)\n")
+    print(f"## T(K) model accuracy ({len(df)} simulated settings, {time.perf_counter() - t0:.0f} s)\n")
     print(f"problems: {', '.join(df.problem.unique())}; B: {sorted(int(b) for b in df.B.unique())}; K: {sorted(int(k) for k in df.K.unique())}; "
           f"target rtol={args.rtol:g}, window={args.window}; lr tuned per (B, K); {args.seeds} seeds\n")
     print("| measured | n | T(K,B) median err | T(K,B) 90th pct | speedup median err | speedup 90th pct | "
@@ -195,10 +209,14 @@ def main(argv=None) -> int:
     print("|---|---|---|---|---|---|---|")
     sizes_run = sorted(int(b) for b in df.B.unique())
     pair = PAIR if all(b in sizes_run for b in PAIR) else tuple(sizes_run[:2])
+    scores = []
     for label, sizes, ek in (("K = 1 at every B", None, None), (f"K = 1 at B = {pair[0]}, {pair[1]}", pair, None),
                              (f"K = 1 at B = {pair[0]}, {pair[1]} + (B, 4)", pair, 4)):
         eT, eS, inside = score(df, sizes, ek)
         if eT.size:
+            scores.append({"measured": label, "n": int(eT.size), "T_median_err": float(np.median(eT)),
+                           "T_p90_err": float(np.quantile(eT, 0.9)), "speedup_median_err": float(np.median(eS)),
+                           "speedup_p90_err": float(np.quantile(eS, 0.9)), "band_coverage": float(inside.mean())})
             print(f"| {label} | {eT.size} | {np.median(eT):.0%} | {np.quantile(eT, 0.9):.0%} | "
                   f"{np.median(eS):.0%} | {np.quantile(eS, 0.9):.0%} | {inside.mean():.0%} |")
     edge = df[df.lr_edge.fillna("") != ""]
@@ -207,7 +225,8 @@ def main(argv=None) -> int:
     print("\nsimulated T(K, B) (fresh batches to target):\n")
     piv = df.pivot_table(index=["problem", "B"], columns="K", values="T", aggfunc="first")
     print(piv.to_string())
-    return 0
+    return {"scores": scores, "settings": len(df), "lr_at_edge": len(edge),
+            "never": int((~np.isfinite(df["T"])).sum()), "table": df.to_dict(orient="records")}
 
 
 if __name__ == "__main__":

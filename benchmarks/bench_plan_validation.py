@@ -1,5 +1,5 @@
 """The planner's response model T(K, B) scored against independent ground truths (run on
-demand, not in CI).
+demand; CI runs only --smoke).
 
     python benchmarks/bench_plan_validation.py truths            # compute the truths (cached in --out)
     python benchmarks/bench_plan_validation.py score             # score echosim's planner on them
@@ -7,6 +7,7 @@ demand, not in CI).
     python benchmarks/bench_plan_validation.py score --before /tmp/plan-before   # and the planner before issue 18
     python benchmarks/bench_plan_validation.py score --predictor mymodule:predict --ratio 2 4 8
     python benchmarks/bench_plan_validation.py score --wallclock mymodule:wallclock
+    python benchmarks/bench_plan_validation.py --smoke   # least squares, B = 64 and 1024, K = 1, 2, 4, into a temp dir
 
 The truths (benchmarks/plan_validation: echoed GD in plain NumPy, lr tuned per (B, K)
 until interior, "reaches eps and stays to the end of the budget", 5 seeds) are fresh
@@ -37,21 +38,21 @@ import itertools
 import math
 import os
 import sys
+import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
-
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-os.environ.setdefault("OMP_NUM_THREADS", "1")
-os.environ.setdefault("MKL_NUM_THREADS", "1")
-
-import numpy as np  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 if HERE not in sys.path:
     sys.path.insert(0, HERE)
 
-from plan_validation import protocol  # noqa: E402
+import harness
+
+harness.one_thread()
+
+import numpy as np
+from plan_validation import protocol
 
 DEFAULT_OUT = os.path.join(HERE, "plan_validation", "out")
 PAIR = (64, 1024)
@@ -63,10 +64,11 @@ ISSUE_BEFORE = {"T(K) median": "9-33%", "T(K) p90": "108-166%", "speedup median"
 
 # --------------------------------------------------------------------------- truths
 
-def compute_truths(out: str, problems, workers: int = 1, log=print):
-    """Run (or read from the cache) every cell of `problems`; write truths.csv and the curves."""
+def compute_truths(out: str, problems, workers: int = 1, log=print, batch_sizes=None, echoes=protocol.ECHOES):
+    """Run (or read from the cache) every cell of `problems` (their batch sizes, or `batch_sizes`);
+    write truths.csv and the curves."""
     cache = os.path.join(out, "cache")
-    jobs = [(name, cache) for name in problems]
+    jobs = [(name, cache, batch_sizes, echoes) for name in problems]
     t0 = time.perf_counter()
     if workers > 1 and len(jobs) > 1:
         with ProcessPoolExecutor(min(workers, len(jobs))) as ex:
@@ -81,8 +83,9 @@ def compute_truths(out: str, problems, workers: int = 1, log=print):
 
 
 def _run_one(job):
-    name, cache = job
-    return protocol.run_setting(protocol.SETTINGS[name], cache, log=lambda m: print(m, file=sys.stderr, flush=True))
+    name, cache, batch_sizes, echoes = job
+    return protocol.run_setting(protocol.SETTINGS[name], cache, batch_sizes, echoes,
+                                log=lambda m: print(m, file=sys.stderr, flush=True))
 
 
 @dataclass(frozen=True, eq=False)
@@ -401,34 +404,34 @@ def score(truths: Truths, problem: str, predictor, scenario: Scenario, wallclock
         pred = {K: predictor(B, K, m) for K in Ks}
         for K in Ks:
             med, lo, hi = pred[K]
-            rows.append(dict(B=B, K=K, truth=T[(B, K)], pred=med, low=lo, high=hi, given=(B, K) in keys,
-                             usable=ok[(B, K)] and ok[(B, 1)],
-                             speedup_truth=T[(B, 1)] / T[(B, K)], speedup_pred=pred[1][0] / med))
+            rows.append({"B": B, "K": K, "truth": T[(B, K)], "pred": med, "low": lo, "high": hi, "given": (B, K) in keys,
+                             "usable": ok[(B, K)] and ok[(B, 1)],
+                             "speedup_truth": T[(B, 1)] / T[(B, K)], "speedup_pred": pred[1][0] / med})
         wc_true = {K: wallclock(B, K, T[(B, K)]) for K in Ks}
         wc_pred = {K: wallclock(B, K, pred[K][0]) for K in Ks}
         k_rec = min(Ks, key=lambda K: (wc_pred[K], K))
         k_best = min(Ks, key=lambda K: (wc_true[K], K))
         lost = wc_true[k_rec] / wc_true[k_best] - 1.0
         best_set = [K for K in Ks if wc_true[K] <= wc_true[k_best] * (1 + 1e-12)]
-        recs.append(dict(B=B, K_rec=k_rec, K_best=k_best, K_best_all="/".join(map(str, best_set)),
-                         match=k_rec in best_set, lost=lost))
+        recs.append({"B": B, "K_rec": k_rec, "K_best": k_best, "K_best_all": "/".join(map(str, best_set)),
+                         "match": k_rec in best_set, "lost": lost})
     df = pd.DataFrame(rows)
     sc = df[(df.K > 1) & ~df.given & df.usable & (df.truth >= min_truth)]
     eT = (sc.pred - sc.truth).abs() / sc.truth
     eS = (sc.speedup_pred - sc.speedup_truth).abs() / sc.speedup_truth
     cover = (sc.low <= sc.truth) & (sc.truth <= sc.high)
     rec = pd.DataFrame(recs)
-    summary = dict(problem=problem, scenario=scenario.label, n=len(sc), n_unusable=int((~df.usable & (df.K > 1)).sum()),
-                   T_median=float(np.median(eT)) if len(sc) else math.nan,
-                   T_p90=float(np.quantile(eT, 0.9)) if len(sc) else math.nan,
-                   speedup_median=float(np.median(eS)) if len(sc) else math.nan,
-                   speedup_p90=float(np.quantile(eS, 0.9)) if len(sc) else math.nan,
-                   coverage=float(cover.mean()) if len(sc) else math.nan,
-                   below_band=float((sc.truth < sc.low).mean()) if len(sc) else math.nan,
-                   rec_match=int(rec.match.sum()), n_B=len(rec),
-                   recs=" ".join(f"{b}:{r}" + ("" if m else f"({kb})") for b, r, m, kb in
+    summary = {"problem": problem, "scenario": scenario.label, "n": len(sc), "n_unusable": int((~df.usable & (df.K > 1)).sum()),
+                   "T_median": float(np.median(eT)) if len(sc) else math.nan,
+                   "T_p90": float(np.quantile(eT, 0.9)) if len(sc) else math.nan,
+                   "speedup_median": float(np.median(eS)) if len(sc) else math.nan,
+                   "speedup_p90": float(np.quantile(eS, 0.9)) if len(sc) else math.nan,
+                   "coverage": float(cover.mean()) if len(sc) else math.nan,
+                   "below_band": float((sc.truth < sc.low).mean()) if len(sc) else math.nan,
+                   "rec_match": int(rec.match.sum()), "n_B": len(rec),
+                   "recs": " ".join(f"{b}:{r}" + ("" if m else f"({kb})") for b, r, m, kb in
                                  zip(rec.B, rec.K_rec, rec.match, rec.K_best_all)),
-                   lost_max=float(rec.lost.max()), lost_mean=float(rec.lost.mean()))
+                   "lost_max": float(rec.lost.max()), "lost_mean": float(rec.lost.mean())}
     return summary, df, rec
 
 
@@ -476,7 +479,7 @@ def report(truths: Truths, problems, spec: str, predictor, wallclock, pair, out:
     print("| problem | scenario | n | T(K) median | T(K) p90 | speedup median | speedup p90 | band coverage | "
           "truth below band | K rec is best | lost max | lost mean |")
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    recs = []
+    recs, rows = [], []
     name = spec.strip(":").replace(":", "_").replace(".", "_")
     for problem in problems:
         Bs = sorted(int(b) for b in truths.cells(problem).B.unique())
@@ -488,6 +491,8 @@ def report(truths: Truths, problems, spec: str, predictor, wallclock, pair, out:
                   f"{_pct(s['below_band'])} | {s['rec_match']}/{s['n_B']} | {_pct(s['lost_max'])} | "
                   f"{_pct(s['lost_mean'])} |")
             recs.append(f"{problem}, {sc.label}: {s['recs']}")
+            rows.append({"predictor": spec, "wallclock": tag, "problem": problem, "scenario": sc.label,
+                         **{k: v for k, v in s.items() if isinstance(v, (int, float, str))}})
             df.to_csv(os.path.join(out, f"predictions_{name}_{problem}_{'echo' if sc.echo else 'k1'}_{tag}.csv"),
                       index=False)
     print("\nrecommended K per B (B:K; where it is not a best K by the truths, the best in brackets):\n")
@@ -503,13 +508,14 @@ def report(truths: Truths, problems, spec: str, predictor, wallclock, pair, out:
             ss = [score(truths, problem, predictor, Scenario("", p, echo), wallclock, min_truth)[0]
                   for p in itertools.combinations(Bs, 2)]
 
-            def span(key):
+            def span(key, ss=ss):
                 v = np.array([s[key] for s in ss])
                 return f"{_pct(np.median(v))} [{_pct(v.min())}, {_pct(v.max())}]"
             label = "two B" if echo is None else f"two B + (B, {echo})"
             print(f"| {problem} | {label} | {len(ss)} | {span('T_median')} | {span('T_p90')} | {span('coverage')} | "
                   f"{sum(s['rec_match'] for s in ss)}/{sum(s['n_B'] for s in ss)} | "
                   f"{_pct(max(s['lost_max'] for s in ss))} |")
+    return rows
 
 
 def main(argv=None) -> int:
@@ -536,6 +542,7 @@ def main(argv=None) -> int:
                          "relative errors coarse)")
     ap.add_argument("--single-seed", action="store_true",
                     help="score from single-seed inputs, the design and held-out groups apart (issue 27's targets)")
+    harness.add_options(ap, smoke="least squares at B = 64 and 1024, K = 1, 2 and 4, R = 4, truths in a temp dir")
     args = ap.parse_args(argv)
     if args.workers < 1:
         ap.error(f"--workers: must be >= 1, got {args.workers}")
@@ -545,35 +552,48 @@ def main(argv=None) -> int:
         ap.error(f"--pair: two different batch sizes >= 1, got {args.pair}")
     if args.before is not None and not os.path.exists(os.path.join(args.before, "echosim", "plan", "response.py")):
         ap.error(f"--before: no echosim/plan/response.py under {args.before}")
+    with harness.Session("bench_plan_validation", args, argv) as session, \
+            tempfile.TemporaryDirectory(prefix="echosim-plan-validation-") as tmp:
+        if args.smoke:
+            args.problems, args.ratio, args.workers = ["least_squares"], [4.0], 1
+            if args.out == DEFAULT_OUT:
+                args.out = tmp
+        rc, session.results = run(args)
+    return rc
+
+
+def run(args) -> tuple[int, dict]:
+    """Truths and/or scores as asked; prints the tables; (exit status, results)."""
     if args.what in ("all", "truths"):
-        compute_truths(args.out, args.problems, args.workers, log=print)
+        compute_truths(args.out, args.problems, args.workers, log=print,
+                       batch_sizes=list(args.pair) if args.smoke else None,
+                       echoes=(1, 2, ECHO_MEASURED) if args.smoke else protocol.ECHOES)
     try:
         truths = Truths(args.out)
     except FileNotFoundError as e:
         print(f"bench_plan_validation.py: {e}", file=sys.stderr)
-        return 2
+        return 2, {}
+    results = {"truths": args.out, "cells": len(truths.table)}
     if args.what == "truths":
         print_truths(truths)
-        return 0
+        return 0, results
     problems = [p for p in args.problems if p in set(truths.table.problem)]
     if args.single_seed:
-        print("# The planner's T(K, B) from single-seed inputs\n")
-        print(f"truths: {args.out}; load average {os.getloadavg()[0]:.2f} at the start")
+        print(f"## The planner's T(K, B) from single-seed inputs\n\ntruths: {args.out}")
         report_groups(truths, problems, tuple(args.pair), args.min_truth)
-        print(f"\nload average {os.getloadavg()[0]:.2f} at the end")
-        return 0
+        return 0, results
     BEFORE["path"] = args.before
     preds = args.predictor or ([":planner_before"] if args.before else []) + [":planner"]
     models = [_load_predictor(args.wallclock)] if args.wallclock else [deterministic_loader(r) for r in args.ratio]
-    print("# The planner's T(K, B) against independent truths\n")
-    print(f"truths: {args.out}; load average {os.getloadavg()[0]:.2f} at the start")
+    print(f"## The planner's T(K, B) against independent truths\n\ntruths: {args.out}")
     print_truths(truths)
+    results["scores"] = []  # one row per (predictor, wall-clock model, problem, scenario)
     for spec in preds:
         predictor = _load_predictor(spec)
         for wallclock in models:
-            report(truths, problems, spec, predictor, wallclock, tuple(args.pair), args.out, args.min_truth)
-    print(f"\nload average {os.getloadavg()[0]:.2f} at the end")
-    return 0
+            results["scores"] += report(truths, problems, spec, predictor, wallclock, tuple(args.pair), args.out,
+                                        args.min_truth)
+    return 0, results
 
 
 if __name__ == "__main__":

@@ -15,10 +15,13 @@ repeat replays every recorded call once, and repeats alternate between the codes
 command line of ``python -m echosim sweep configs/default_sweep_0.1.toml --set
 sweep.lr_extend=0 --workers 1 --no-plot --quiet`` through ``echosim.cli.main`` in a process
 per root (one untimed run each first, so Numba's caches are warm), ``--sweep-repeats``
-interleaved runs each: wall clock, process CPU, and the CPU time inside ``runner._finish``
-(the excess risks of the logged iterates, plus the rest of each run's summary).
+interleaved runs each: wall clock, process CPU, and the CPU time inside ``Logistic.risk``
+(the exact risks of the logged iterates; timed through the public class, which every
+run's problem is an instance of).
 
-Run: ``python benchmarks/bench_risk.py --old /path/to/checkout [--sweep]``. Not run by pytest.
+Run: ``python benchmarks/bench_risk.py --old /path/to/checkout [--sweep] [--json PATH]``;
+without ``--old`` this tree alone. ``--smoke``: a few recorded calls, 2 repeats, and with
+``--sweep`` a two-run grid (one lr, K = 1, one repetition).
 """
 
 from __future__ import annotations
@@ -31,21 +34,17 @@ import sys
 import tempfile
 import time
 
-ONE_THREAD = ("NUMBA_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-SWEEP_CONFIG = os.path.join(HERE, "configs", "default_sweep_0.1.toml")
-PROBLEM = dict(dim=10, design="sphere", radius=0.2, w_star_norm=10.0)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness
+
+ROOT = str(harness.ROOT)
+SWEEP_CONFIG = str(harness.CONFIGS / "default_sweep_0.1.toml")
+PROBLEM = {"dim": 10, "design": "sphere", "radius": 0.2, "w_star_norm": 10.0}
+SMOKE_SWEEP = ["sweep.repetitions=1", "optimizer.echo=[1]", "optimizer.lr=[1.0]"]
+"""--smoke's overrides of the sweep: two runs (the two joint (B, T) of the grid)."""
 
 
-def env_for(root):
-    env = dict(os.environ, PYTHONPATH=root)
-    for name in ONE_THREAD:
-        env[name] = "1"
-    return env
-
-
-def record(path):
+def record(path, smoke=False):
     """Run the sweep's subset and save every W handed to ``problem.risk``."""
     import numpy as np
 
@@ -56,8 +55,8 @@ def record(path):
     risk = problem.risk
     problem.risk = lambda W: (calls.append(np.array(W)), risk(W))[1]
     lrs = np.geomspace(0.1, 10.0, 41)[::4]
-    for B, T in ((4, 1000), (2048, 150)):
-        for K in (1, 8, 32):
+    for B, T in ((4, 20), (2048, 5)) if smoke else ((4, 1000), (2048, 150)):
+        for K in (1, 8) if smoke else (1, 8, 32):
             echosim.run_many(problem, [echosim.EchoedGD(lr=lr) for lr in lrs], batch_size=B, echo=K, n_batches=T,
                              seed=0, log=np.arange(1, T + 1))
     calls = calls[1:]  # the first is F* at construction
@@ -142,49 +141,46 @@ def options(path, repeats):
                       "times": {k: median_iqr(v) for k, v in times.items()}}))
 
 
-def sweep_child(out):
-    """The sweep through ``echosim.cli.main`` (what ``python -m echosim`` runs), timing
-    ``_finish`` (the excess risks of the logged iterates, and the rest of a run's summary)."""
+def sweep_child(out, smoke=False):
+    """The sweep through ``echosim.cli.main`` (what ``python -m echosim`` runs), timing the
+    exact risks of the logged iterates: every call of ``Logistic.risk``, patched on the class."""
+    import echosim
     from echosim.cli import main
-    from echosim.training import runner
 
     spent = [0.0]
-    finish = runner._finish
+    risk = echosim.Logistic.risk
 
-    def timed_finish(*args, **kwargs):
+    def timed_risk(self, W):
         t0 = time.process_time()
         try:
-            return finish(*args, **kwargs)
+            return risk(self, W)
         finally:
             spent[0] += time.process_time() - t0
 
-    runner._finish = timed_finish
+    echosim.Logistic.risk = timed_risk
+    sets = [a for o in ["sweep.lr_extend=0", *(SMOKE_SWEEP if smoke else [])] for a in ("--set", o)]
     t0 = time.process_time()
-    main(["sweep", SWEEP_CONFIG, "--set", "sweep.lr_extend=0", "--workers", "1", "--no-plot", "--quiet",
+    main(["sweep", SWEEP_CONFIG, *sets, "--workers", "1", "--no-plot", "--quiet",
           "--out", os.path.join(out, "out"), "--store", os.path.join(out, "store")])
-    print(json.dumps({"cpu": time.process_time() - t0, "finish": spent[0]}))
+    print(json.dumps({"cpu": time.process_time() - t0, "risk": spent[0]}))
 
 
-def sweep(root):
-    """One sweep from ``root``: wall seconds, and the child's CPU and ``_finish`` seconds."""
+def sweep(root, smoke=False):
+    """One sweep from ``root``: wall seconds, and the child's CPU and ``Logistic.risk`` seconds."""
     with tempfile.TemporaryDirectory(prefix="echosim-bench-risk-") as tmp:
-        t0 = time.perf_counter()
-        res = subprocess.run([sys.executable, os.path.abspath(__file__), "--sweep-child", tmp], env=env_for(root),
-                             cwd=root, check=True, capture_output=True, text=True)
-        wall = time.perf_counter() - t0
-    return dict(json.loads(res.stdout.strip().splitlines()[-1]), wall=wall)
+        o = harness.python(__file__, "--sweep-child", tmp, *(["--smoke"] if smoke else []), root=root)
+        o.check(f"the sweep in {root}")
+    return dict(harness.last_json(o.out), wall=o.seconds)
 
 
 def median_iqr(values):
-    import numpy as np
-
-    v = np.asarray(values, dtype=float)
-    return float(np.median(v)), float(np.percentile(v, 75) - np.percentile(v, 25))
+    st = harness.summary(values)
+    return st["median"], st["iqr"]
 
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--old", metavar="PATH", help="the checkout to compare with (e.g. main); required")
+    p.add_argument("--old", metavar="PATH", help="the checkout to compare with (e.g. main); default: this tree alone")
     p.add_argument("--repeats", type=int, default=9)
     p.add_argument("--sweep", action="store_true", help="also time the sweep end to end")
     p.add_argument("--sweep-repeats", type=int, default=2)
@@ -192,75 +188,85 @@ def main(argv=None):
     p.add_argument("--worker", help=argparse.SUPPRESS)
     p.add_argument("--sweep-child", help=argparse.SUPPRESS)
     p.add_argument("--options", help=argparse.SUPPRESS)
+    harness.add_options(p, smoke="a few recorded calls, 2 repeats; --sweep: a two-run grid, once")
     args = p.parse_args(argv)
     if args.record:
-        return record(args.record)
+        return record(args.record, args.smoke)
     if args.worker:
         return worker(args.worker)
     if args.sweep_child:
-        return sweep_child(args.sweep_child)
+        return sweep_child(args.sweep_child, args.smoke)
     if args.options:
         return options(args.options, args.repeats)
-    if not args.old:
-        p.error("--old is required")
+    if args.smoke:
+        args.repeats, args.sweep_repeats = 2, 1
 
-    roots = {"old": os.path.abspath(args.old), "this tree": ROOT}
-    print("# bench_risk\n")
-    print(f"load average at start: {open('/proc/loadavg').read().strip()}; cores: {os.cpu_count()}; "
-          f"python {sys.version.split()[0]}; old = {roots['old']}")
-    with tempfile.TemporaryDirectory(prefix="echosim-bench-risk-") as tmp:
-        inputs = os.path.join(tmp, "calls.npz")
-        out = subprocess.run([sys.executable, os.path.abspath(__file__), "--record", inputs], env=env_for(ROOT),
-                             cwd=ROOT, check=True, capture_output=True, text=True)
-        print(f"recorded: {out.stdout.strip().splitlines()[-1]}")
-        procs = {label: subprocess.Popen([sys.executable, os.path.abspath(__file__), "--worker", inputs],
-                                         env=env_for(root), cwd=root, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                         text=True)
-                 for label, root in roots.items()}
-        times = {}
-        for _ in range(args.repeats):
-            for job in ("sphere_risk", "risk"):
-                for label, proc in procs.items():
+    roots = ({"old": os.path.abspath(args.old)} if args.old else {}) | {"this tree": ROOT}
+    me = os.path.abspath(__file__)
+    with harness.Session("bench_risk", args, argv) as session:
+        print(f"trees: {', '.join(f'{k} = {v}' for k, v in roots.items())}")
+        with tempfile.TemporaryDirectory(prefix="echosim-bench-risk-") as tmp:
+            inputs = os.path.join(tmp, "calls.npz")
+            o = harness.python(me, "--record", inputs, *(["--smoke"] if args.smoke else [])).check("recording")
+            recorded = harness.last_json(o.out)
+            print(f"recorded: {recorded}")
+            procs = {label: subprocess.Popen([sys.executable, me, "--worker", inputs], env=harness.env_for(root),
+                                             cwd=root, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+                     for label, root in roots.items()}
+
+            def ask(proc, job):
+                def task():
                     proc.stdin.write(json.dumps(job) + "\n")
                     proc.stdin.flush()
-                    times.setdefault((job, label), []).append(json.loads(proc.stdout.readline()))
-        for proc in procs.values():
-            proc.stdin.close()
-            proc.wait()
-        res = subprocess.run([sys.executable, os.path.abspath(__file__), "--options", inputs, "--repeats",
-                              str(args.repeats)], env=env_for(ROOT), cwd=ROOT, check=True, capture_output=True, text=True)
-        opts = json.loads(res.stdout.strip().splitlines()[-1])
-    print(f"\n## µs per 1,000 values (process CPU; median of {args.repeats} interleaved repeats, IQR; wall median)\n")
-    print("| call | old | this tree | old / this tree |\n| --- | ---: | ---: | ---: |")
-    for job, name in (("sphere_risk", "sphere_risk"), ("risk", "Logistic.risk")):
-        cells, med = [], {}
-        for label in roots:
-            m, q = median_iqr([t["cpu"] for t in times[(job, label)]])
-            wall = median_iqr([t["wall"] for t in times[(job, label)]])[0]
-            med[label] = m
-            cells.append(f"{m:.0f} ± {q:.0f} (wall {wall:.0f})")
-        print(f"| {name} | {cells[0]} | {cells[1]} | {med['old'] / med['this tree']:.1f}× |")
+                    return json.loads(proc.stdout.readline())
+                return task
 
-    print(f"\n## R_M alone, options considered (this tree; µs per 1,000 values, process CPU, median of "
-          f"{args.repeats}, IQR)\n")
-    print(f"{opts['values']} recorded values of s, {opts['distinct']} distinct.\n")
-    print("| option | µs | IQR |\n| --- | ---: | ---: |")
-    for name, (m, q) in opts["times"].items():
-        print(f"| {name} | {m:.0f} | {q:.0f} |")
+            times = harness.interleave({(job, label): ask(proc, job) for job in ("sphere_risk", "risk")
+                                        for label, proc in procs.items()}, args.repeats)
+            for proc in procs.values():
+                proc.stdin.close()
+                proc.wait()
+            o = harness.python(me, "--options", inputs, "--repeats", args.repeats).check("the options")
+            opts = harness.last_json(o.out)
+        print(f"\n## µs per 1,000 values (process CPU; median of {args.repeats} interleaved repeats, IQR; "
+              "wall median)\n")
+        labels = list(roots)
+        print("| call | " + " | ".join(labels) + (" | old / this tree |" if args.old else " |"))
+        print("| --- |" + " ---: |" * (len(labels) + bool(args.old)))
+        rows = []
+        for job, name in (("sphere_risk", "sphere_risk"), ("risk", "Logistic.risk")):
+            cells, med = [], {}
+            for label in roots:
+                cpu = harness.summary([t["cpu"] for t in times[(job, label)]])
+                wall = harness.summary([t["wall"] for t in times[(job, label)]])
+                med[label] = cpu
+                rows.append({"call": name, "code": label, "cpu": cpu, "wall": wall})
+                cells.append(f"{cpu['median']:.0f} ± {cpu['iqr']:.0f} (wall {wall['median']:.0f})")
+            r = harness.ratio(med["old"], med["this tree"]) if args.old else None
+            print(f"| {name} | {' | '.join(cells)} |" + (f" {r:.1f}× |" if r is not None else ""))
 
-    if args.sweep:
-        for root in roots.values():
-            sweep(root)  # warm Numba's cache
-        runs = {label: [] for label in roots}
-        for _ in range(args.sweep_repeats):
-            for label, root in roots.items():
-                runs[label].append(sweep(root))
-        print(f"\n## The sweep end to end, 1 worker (s; {args.sweep_repeats} interleaved runs each, warm cache)\n")
-        print("| code | wall | process CPU | of which `_finish` |\n| --- | --- | --- | --- |")
-        for label, vals in runs.items():
-            cells = [" / ".join(f"{v[key]:.1f}" for v in vals) for key in ("wall", "cpu", "finish")]
-            print(f"| {label} | {' | '.join(cells)} |")
-    print(f"\nload average at end: {open('/proc/loadavg').read().strip()}")
+        print(f"\n## R_M alone, options considered (this tree; µs per 1,000 values, process CPU, median of "
+              f"{args.repeats}, IQR)\n")
+        print(f"{opts['values']} recorded values of s, {opts['distinct']} distinct.\n")
+        print("| option | µs | IQR |\n| --- | ---: | ---: |")
+        for name, (m, q) in opts["times"].items():
+            print(f"| {name} | {m:.0f} | {q:.0f} |")
+
+        runs = {}
+        if args.sweep:
+            if not args.smoke:
+                for root in roots.values():
+                    sweep(root)  # warm Numba's cache
+            runs = harness.interleave({label: (lambda root=root: sweep(root, args.smoke))
+                                       for label, root in roots.items()}, args.sweep_repeats)
+            print(f"\n## The sweep end to end, 1 worker (s; {args.sweep_repeats} interleaved runs each, "
+                  "warm cache)\n")
+            print("| code | wall | process CPU | of which `Logistic.risk` |\n| --- | --- | --- | --- |")
+            for label, vals in runs.items():
+                cells = [" / ".join(f"{v[key]:.1f}" for v in vals) for key in ("wall", "cpu", "risk")]
+                print(f"| {label} | {' | '.join(cells)} |")
+        session.results = {"trees": roots, "recorded": recorded, "per_1000_values_us": rows, "options": opts,
+                           "sweep": runs}
 
 
 if __name__ == "__main__":

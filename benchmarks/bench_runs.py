@@ -27,7 +27,8 @@ Timings are medians (and IQR) of ``--repeats`` interleaved repeats of the proces
 CPU time (one thread: BLAS, Numba and XLA are set to one thread) (each variant lives in its own worker process; the sweeps are timed once
 each by wall clock, ``--sweep-repeats`` for more). The load average is printed at the
 start and end: the machine is shared. Run: ``python benchmarks/bench_runs.py --v01
-/path/to/0.1`` (``--quick`` skips the sweeps). Not run by pytest.
+/path/to/0.1`` (``--quick`` skips the sweeps; ``--json PATH`` keeps the numbers; ``--smoke``:
+T = 8, one repeat, the GD kernel, floor and whole-run rows, to check the script runs).
 
 Before/after a change: ``--base PATH`` (a checkout of the earlier commit, e.g. from
 ``git archive``) runs every per-step row in that tree too, interleaved with this
@@ -46,21 +47,12 @@ import sys
 import tempfile
 import time
 
-ONE_THREAD = ("NUMBA_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-SWEEP_CONFIG = os.path.join(HERE, "configs", "default_sweep_0.1.toml")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness
+
+ROOT = str(harness.ROOT)
+SWEEP_CONFIG = str(harness.CONFIGS / "default_sweep_0.1.toml")
 L_MANY = 41
-
-
-def env_for(root, cache_dir=None):
-    env = dict(os.environ, PYTHONPATH=root)
-    for name in ONE_THREAD:
-        env[name] = "1"
-    env["XLA_FLAGS"] = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
-    if cache_dir:
-        env["NUMBA_CACHE_DIR"] = cache_dir
-    return env
 
 
 # --------------------------------------------------------------------------- worker side
@@ -296,7 +288,6 @@ def sweep_rows(roots, repeats):
     (compiling) and with a warm one (its own cache, filled by an untimed run first), on 1
     and 2 workers, interleaved; this tree and --base with a fresh store and no lr extension
     (the same 1,476 runs as 0.1)."""
-    import statistics
 
     print(f"\n## The 0.1 default sweep's grid end to end (s, wall clock of the whole process, median of "
           f"{repeats} interleaved repeat(s))\n")
@@ -310,7 +301,7 @@ def sweep_rows(roots, repeats):
                    "--out", os.path.join(tmp, "out"), "--no-plot", "--quiet"]
             if label != "0.1":  # 0.1's default sweep is this grid; it has no store or lr extension
                 cmd += ["--store", os.path.join(tmp, "store"), "--set", "sweep.lr_extend=0"]
-            return cmd, env_for(root, numba)
+            return cmd, harness.env_for(root, numba_cache=numba)
 
         for label in roots:  # fill each tree's warm cache
             with tempfile.TemporaryDirectory(prefix="echosim-bench-") as tmp:
@@ -323,7 +314,7 @@ def sweep_rows(roots, repeats):
                     elapsed, tail = timed(cmd, env, cwd=roots[case[0]])
                     results[case].append(elapsed if elapsed is not None else tail)
     print("| code | Numba cache | 1 worker | 2 workers |\n| --- | --- | ---: | ---: |")
-    med = {}
+    med, out = {}, []
     for label in roots:
         for cache in ("fresh", "warm"):
             cells = []
@@ -331,7 +322,8 @@ def sweep_rows(roots, repeats):
                 vals = results[(label, cache, w)]
                 nums = [v for v in vals if isinstance(v, float)]
                 if nums:
-                    med[(label, cache, w)] = statistics.median(nums)
+                    med[(label, cache, w)] = harness.median(nums)
+                out.append({"code": label, "numba_cache": cache, "workers": w, **harness.summary(nums)})
                 cells.append(f"{med[(label, cache, w)]:.1f}" if nums else f"failed: {vals[0]}")
             print(f"| {label} | {cache} | {cells[0]} | {cells[1]} |")
     print()
@@ -342,25 +334,15 @@ def sweep_rows(roots, repeats):
                     target = " (target ≥ 2.5)" if other == "0.1" and cache == "fresh" else ""
                     print(f"- {other} / this tree, {cache} cache, {w} worker(s){target}: "
                           f"{med[(other, cache, w)] / med[('this tree', cache, w)]:.2f}×")
+    return out
 
 
 def timed(cmd, env, cwd=ROOT):
-    t0 = time.perf_counter()
-    res = subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True)
-    elapsed = time.perf_counter() - t0
-    if res.returncode:
-        return None, res.stderr.strip().splitlines()[-1:] or ["failed"]
-    return elapsed, res.stdout.strip().splitlines()[-1:] or [""]
-
-
-# --------------------------------------------------------------------------- driver
-
-
-def median_iqr(values):
-    import numpy as np
-
-    v = np.asarray(values)
-    return float(np.median(v)), float(np.percentile(v, 75) - np.percentile(v, 25))
+    """(wall seconds, last line of stdout) of a command, or (None, last line of stderr) if it failed."""
+    o = harness.run_command(cmd, env=env, cwd=cwd)
+    if o.status:
+        return None, [o.last_line("err") or "failed"]
+    return o.seconds, [o.last_line()]
 
 
 def main(argv=None):
@@ -376,15 +358,22 @@ def main(argv=None):
                    help="only the per-step rows whose name contains TEXT (repeatable); no sweeps, no memory row")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--memory", type=int, metavar="BATCHES", help=argparse.SUPPRESS)
+    harness.add_options(p, smoke="T = 8, one repeat, the GD kernel, floor and whole-run rows only")
     args = p.parse_args(argv)
     if args.worker:
         return worker(args.batches)
     if args.memory:
         return peak_memory(args.memory)
+    if args.smoke:
+        args.batches, args.repeats, args.quick = 8, 1, True
+        args.only = args.only or ["kernel (GD", "floor", "whole run"]
+    with harness.Session("bench_runs", args, argv) as session:
+        session.results = measure(args)
 
-    print("# bench_runs")
-    print(f"\nload average at start: {open('/proc/loadavg').read().strip()}; cores: {os.cpu_count()}; "
-          f"python {sys.version.split()[0]}; one thread per process")
+
+def measure(args) -> dict:
+    """Every row; returns what the session writes."""
+    print("one thread per process")
     roots = {"this tree": ROOT}
     if args.v01:
         roots["0.1"] = os.path.abspath(args.v01)
@@ -393,7 +382,7 @@ def main(argv=None):
     procs = {}
     for label, root in roots.items():
         procs[label] = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--worker", "--batches",
-                                         str(args.batches)], env=env_for(root), stdin=subprocess.PIPE,
+                                         str(args.batches)], env=harness.env_for(root), stdin=subprocess.PIPE,
                                         stdout=subprocess.PIPE, text=True, cwd=root)
     try:
         import jax  # noqa: F401
@@ -422,40 +411,46 @@ def main(argv=None):
         rows = [r for row in rows for r in ([row, (row[0], "base", row[2])] if row in own else [row])]
     if args.only:
         rows = [row for row in rows if any(text in row[0] for text in args.only)]
-    times = {i: [] for i in range(len(rows))}
-    errors = {}
-    for _ in range(args.repeats):
-        for i, (_, who, cmd) in enumerate(rows):
-            if who not in procs:
-                continue
+    def ask(i):
+        def task():
+            who, cmd = rows[i][1], rows[i][2]
             procs[who].stdin.write(json.dumps(cmd) + "\n")
             procs[who].stdin.flush()
-            out = json.loads(procs[who].stdout.readline())
-            if "error" in out:
-                errors[i] = out["error"]
-            else:
-                times[i].append(out["cpu"] * 1e6)
+            return json.loads(procs[who].stdout.readline())
+        return task
+
+    got = harness.interleave({i: ask(i) for i, row in enumerate(rows) if row[1] in procs}, args.repeats)
+    errors = {i: out["error"] for i, outs in got.items() for out in outs if "error" in out}
+    times = {i: [out["cpu"] * 1e6 for out in got.get(i, []) if "error" not in out] for i in range(len(rows))}
     for proc in procs.values():
         proc.stdin.close()
         proc.wait()
     print(f"\n## Per step (µs, process CPU time; median of {args.repeats} interleaved repeats, IQR)\n")
     print("| variant | code | median | IQR |\n| --- | --- | ---: | ---: |")
-    med = {}
+    med, table = {}, []
     for i, (name, who, _) in enumerate(rows):
         if i in errors or not times[i]:
             print(f"| {name} | {who} | {errors.get(i, 'not run')} | |")
+            table.append({"variant": name, "code": who, "error": errors.get(i, "not run")})
             continue
-        m, q = median_iqr(times[i])
+        st = harness.summary(times[i])
+        m, q = st["median"], st["iqr"]
         scale = 1e3 if name.endswith("ns") else 1.0
+        table.append({"variant": name, "code": who, "unit": "ns" if scale > 1 else "µs per step",
+                      **{k: v * scale if isinstance(v, float) else v for k, v in st.items()}})
         med[(name, who)] = m
         print(f"| {name} | {who} | {m * scale:.3f} | {q * scale:.3f} |")
     if not has_jax:
         print("\n(JAX rows skipped: jax is not installed; `pip install jax` to add them.)")
 
+    ratios = {}
+
     def ratio(text, a, b):
         """One line `text: a / b`, if both rows ran."""
-        if a in med and b in med:
-            print(f"- {text}: {med[a] / med[b]:.2f}×")
+        r = harness.ratio(med.get(a), med.get(b))
+        if r is not None:
+            ratios[text] = r
+            print(f"- {text}: {r:.2f}×")
 
     print("\n## Ratios against the targets\n")
     ratio("run() 0.1 / this tree (target ≥ 3)", ("whole run()", "0.1"), ("whole run()", "this tree"))
@@ -477,21 +472,22 @@ def main(argv=None):
     if rates:
         print(f"- logistic derivatives per second: {', '.join(rates)}")
 
+    result = {"T": args.batches, "repeats": args.repeats, "trees": roots, "per_step": table, "ratios": ratios}
     if not (args.quick or args.only):
-        sweep_rows(roots, args.sweep_repeats)
+        result["sweeps"] = sweep_rows(roots, args.sweep_repeats)
         print("\n## Memory: one run of 10⁶ fresh batches, log='auto' (least squares d=10, B=16, K=1)\n")
         print("| code | peak RSS (MB) | RSS before the run (MB) | seconds |\n| --- | ---: | ---: | ---: |")
         for label, root in roots.items():
             # twice: the first process fills Numba's cache (compiling takes ~45 MB of its own)
             for n_batches in ("32", "1000000"):
-                res = subprocess.run([sys.executable, os.path.abspath(__file__), "--memory", n_batches],
-                                     env=env_for(root), cwd=root, capture_output=True, text=True)
-            if res.returncode:
-                print(f"| {label} | failed: {res.stderr.strip().splitlines()[-1:]} | | |")
+                res = harness.python(__file__, "--memory", n_batches, root=root)
+            if res.status:
+                print(f"| {label} | failed: {res.last_line('err')} | | |")
                 continue
-            m = json.loads(res.stdout.strip().splitlines()[-1])
+            m = harness.last_json(res.out)
+            result.setdefault("memory", []).append({"code": label, **m})
             print(f"| {label} | {m['peak_mb']:.0f} | {m['base_mb']:.0f} | {m['seconds']:.1f} |")
-    print(f"\nload average at end: {open('/proc/loadavg').read().strip()}")
+    return result
 
 
 if __name__ == "__main__":

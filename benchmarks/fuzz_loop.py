@@ -28,26 +28,25 @@ than ValueError escaped), ``field`` (the message does not name the field or the 
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import math
 import os
 import random
-import select
-import signal
 import sys
 import tempfile
-import time
 import warnings
 import zipfile
 from dataclasses import dataclass
-from fractions import Fraction
 from decimal import Decimal
+from fractions import Fraction
 from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-import numpy as np  # noqa: E402
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import harness
 
 TIMEOUT = 5.0
 
@@ -451,113 +450,32 @@ def _classify_api(case: Case, exc: BaseException | None) -> str:
     return "clean"
 
 
-def _classify_cli(case: Case, rc, out: str, err: str) -> str:
-    lines = [x for x in err.splitlines() if x.strip()]
-    if rc is None:
-        return "hang"
-    if "Traceback" in err:
-        return "traceback"
-    if case.expect in ("ok", "either") and rc == 0:
-        return "clean"
-    if case.expect == "ok":
-        return f"broken (exit {rc})"
-    if rc != 2:
-        return "status"
-    if out.strip():
-        return "stdout"
-    if len(lines) != 1:
-        return "lines"
-    low = lines[0].lower()
-    if case.needle and not any(n.lower() in low for n in case.needle.split("|")):
-        return "field"
-    if not all(a in lines[0] for a in case.also):
-        return "field"
-    return "clean"
+def _child(case: Case):
+    """In the forked child: an API case classified here, [verdict, message]; a command line's exit status."""
+    if not callable(case.run):
+        return harness.cli_status(case.run)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            case.run()
+        verdict, msg = _classify_api(case, None), ""
+    except BaseException as exc:  # noqa: BLE001 - classified
+        verdict, msg = _classify_api(case, exc), f"{type(exc).__name__}: {exc}"
+    return [verdict, msg[:300]]
 
 
 def _run(case: Case, tmp: Path) -> tuple[str, str, float]:
-    r, w = os.pipe()
-    out_path, err_path = tmp / "stdout", tmp / "stderr"
-    t0 = time.perf_counter()
-    pid = os.fork()
-    if pid == 0:  # the child
-        code = 0
-        try:
-            os.close(r)
-            os.setsid()
-            fds = []
-            for fd, path in ((1, out_path), (2, err_path)):
-                f = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-                os.dup2(f, fd)
-                fds.append(f)
-            sys.stdout, sys.stderr = io.TextIOWrapper(os.fdopen(1, "wb", closefd=False)), \
-                io.TextIOWrapper(os.fdopen(2, "wb", closefd=False))
-            if callable(case.run):
-                try:
-                    with warnings.catch_warnings():
-                        warnings.simplefilter("ignore")
-                        case.run()
-                    verdict, msg = _classify_api(case, None), ""
-                except BaseException as exc:  # noqa: BLE001 - classified
-                    verdict, msg = _classify_api(case, exc), f"{type(exc).__name__}: {exc}"
-                os.write(w, json.dumps([verdict, msg[:300]]).encode())
-            else:
-                from echosim.cli import main
-                try:
-                    code = main(case.run)
-                except SystemExit as exc:
-                    code = exc.code if isinstance(exc.code, int) else 1
-                except BaseException:  # noqa: BLE001 - what the interpreter would print
-                    import traceback
-                    traceback.print_exc()
-                    code = 1
-        finally:
-            try:
-                sys.stdout.flush()
-                sys.stderr.flush()
-            finally:
-                os._exit(code if isinstance(code, int) else 1)
-    os.close(w)
-    deadline = t0 + TIMEOUT
-    status = None
-    while True:
-        done, st = os.waitpid(pid, os.WNOHANG)
-        if done:
-            status = os.waitstatus_to_exitcode(st)
-            break
-        if time.perf_counter() > deadline:
-            try:
-                os.killpg(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-            os.waitpid(pid, 0)
-            break
-        select.select([r], [], [], 0.01)
-    elapsed = time.perf_counter() - t0
-    data = b""
-    while True:
-        rr, _, _ = select.select([r], [], [], 0)
-        if not rr:
-            break
-        chunk = os.read(r, 65536)
-        if not chunk:
-            break
-        data += chunk
-    os.close(r)
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    err = err_path.read_text(errors="replace") if err_path.exists() else ""
+    """One case in a forked child (`harness.fork_call`, killed at TIMEOUT): (verdict, message, seconds)."""
+    o = harness.fork_call(lambda: _child(case), tmp, TIMEOUT)
     if callable(case.run):
-        if status is None:
-            return "hang", "", elapsed
-        if not data:
-            return f"crash (exit {status})", err[-200:], elapsed
-        verdict, msg = json.loads(data)
-        return verdict, msg, elapsed
-    out = out_path.read_text(errors="replace") if out_path.exists() else ""
-    return _classify_cli(case, status, out, err), (err.strip().splitlines() or [""])[-1][:300], elapsed
+        if o.status is None:
+            return "hang", "", o.seconds
+        if o.result is None:
+            return f"crash (exit {o.status})", o.err[-200:], o.seconds
+        verdict, msg = o.result
+        return verdict, msg, o.seconds
+    verdict = harness.classify_cli(o, case.expect, (case.needle, *case.also), ignore_case=True)
+    return verdict, (o.err.strip().splitlines() or [""])[-1][:300], o.seconds
 
 
 def build(seed: int, d: Path, sizes: dict) -> list[Case]:
@@ -575,42 +493,45 @@ def main(argv=None):
     ap.add_argument("--seed", type=int, default=0, help="draws the hostile set (default 0)")
     ap.add_argument("--show", action="store_true", help="list every unclean case with its message")
     ap.add_argument("--scale", type=float, default=1.0, help="multiplies the number of cases per surface")
+    harness.add_options(ap, smoke="one or two cases per surface (--scale 0.01): checks the script runs")
     args = ap.parse_args(argv)
+    if args.smoke:
+        args.scale = 0.01
     sizes = {k: max(1, round(v * args.scale)) for k, v in
              {"load_records": 100, "plan --records": 60, "echoing": 100, "report": 100, "pilot": 80}.items()}
-    import echosim
-
-    load0 = os.getloadavg()[0]
-    with tempfile.TemporaryDirectory(prefix="echosim-fuzz-") as tmp:
-        d = Path(tmp)
-        (d / "files").mkdir()
-        cases = build(args.seed, d / "files", sizes)
-        results = []
-        for c in cases:
-            results.append((c, *_run(c, d)))
-    print(f"echosim from {Path(echosim.__file__).parent}; seed {args.seed}; {len(cases)} cases; "
-          f"load average {load0:.1f} -> {os.getloadavg()[0]:.1f}; time limit {TIMEOUT:.0f} s per case\n")
-    print("| surface | cases | clean | rate | unclean by class |\n|---|---:|---:|---:|---|")
-    surfaces = list(dict.fromkeys(c.surface for c in cases))
-    for s in surfaces + ["all"]:
-        rows = [x for x in results if s == "all" or x[0].surface == s]
-        clean = sum(1 for x in rows if x[1] == "clean")
-        classes: dict = {}
-        for x in rows:
-            if x[1] != "clean":
-                k = x[1].split(":")[0]
-                classes[k] = classes.get(k, 0) + 1
-        text = ", ".join(f"{k} {v}" for k, v in sorted(classes.items(), key=lambda kv: -kv[1]))
-        print(f"| {s} | {len(rows)} | {clean} | {clean / len(rows):.1%} | {text} |")
-    if args.show:
-        print("\n| surface | case | expected | verdict | message |\n|---|---|---|---|---|")
-        for c, v, msg, el in results:
-            if v != "clean":
-                m = msg.replace("|", "/").replace("\n", " ")[:160]
-                print(f"| {c.surface} | {c.name} | {c.expect} | {v} | {m} |")
-    slow = [(c, el) for c, v, _, el in results if el > TIMEOUT]
-    if slow:
-        print(f"\n{len(slow)} cases reached the {TIMEOUT:.0f} s limit")
+    with harness.Session("fuzz_loop", args, argv) as session:
+        with tempfile.TemporaryDirectory(prefix="echosim-fuzz-") as tmp:
+            d = Path(tmp)
+            (d / "files").mkdir()
+            cases = build(args.seed, d / "files", sizes)
+            results = [(c, *_run(c, d)) for c in cases]
+        print(f"seed {args.seed}; {len(cases)} cases; time limit {TIMEOUT:.0f} s per case\n")
+        print("| surface | cases | clean | rate | unclean by class |\n|---|---:|---:|---:|---|")
+        counts = {}
+        surfaces = list(dict.fromkeys(c.surface for c in cases))
+        for s in surfaces + ["all"]:
+            rows = [x for x in results if s == "all" or x[0].surface == s]
+            clean = sum(1 for x in rows if x[1] == "clean")
+            classes: dict = {}
+            for x in rows:
+                if x[1] != "clean":
+                    k = x[1].split(":")[0]
+                    classes[k] = classes.get(k, 0) + 1
+            counts[s] = {"cases": len(rows), "clean": clean, "rate": clean / len(rows), "unclean": classes}
+            text = ", ".join(f"{k} {v}" for k, v in sorted(classes.items(), key=lambda kv: -kv[1]))
+            print(f"| {s} | {len(rows)} | {clean} | {clean / len(rows):.1%} | {text} |")
+        if args.show:
+            print("\n| surface | case | expected | verdict | message |\n|---|---|---|---|---|")
+            for c, v, msg, _ in results:
+                if v != "clean":
+                    m = msg.replace("|", "/").replace("\n", " ")[:160]
+                    print(f"| {c.surface} | {c.name} | {c.expect} | {v} | {m} |")
+        slow = [(c, el) for c, v, _, el in results if el > TIMEOUT]
+        if slow:
+            print(f"\n{len(slow)} cases reached the {TIMEOUT:.0f} s limit")
+        session.results = {"seed": args.seed, "sizes": sizes, "timeout": TIMEOUT, "counts": counts,
+                           "unclean": [{"surface": c.surface, "case": c.name, "expect": c.expect, "verdict": v,
+                                        "message": msg} for c, v, msg, _ in results if v != "clean"]}
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
     PYTHONPATH=. python benchmarks/trial_records_atomic.py                  # 20 + 20 trials, about 30 s
     PYTHONPATH=. python benchmarks/trial_records_atomic.py --trials 50
+    PYTHONPATH=. python benchmarks/trial_records_atomic.py --smoke     # 2 kill trials, no mount
 
 Not a timing. `Records.save` writes a temp file beside the target and renames it over the
 target, so the file at the target is always a whole records file: the old one or the new.
@@ -37,6 +38,9 @@ from pathlib import Path
 import numpy as np
 
 from echosim.loop import Records, load_records
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import harness
 
 
 def make(n_steps: int, seed: int) -> Records:
@@ -99,7 +103,7 @@ def full_disk_trials(n: int, rng: random.Random) -> dict | str:
     out = {"trials": 0, "lost": 0, "temp_left": 0, "refused": 0, "saved": 0, "messages": set()}
     mnt = Path(tempfile.mkdtemp(prefix="echosim-full-"))
     done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(mnt)], capture_output=True,
-                          text=True)
+                          text=True, check=False)
     if done.returncode != 0:
         mnt.rmdir()
         return f"skipped: mount refused ({done.stderr.strip()})"
@@ -153,24 +157,27 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--trials", type=int, default=20)
     ap.add_argument("--seed", type=int, default=0)
+    harness.add_options(ap, smoke="2 kill trials; the full-disk part (a tmpfs mount) skipped")
     args = ap.parse_args(argv)
+    if args.smoke:
+        args.trials = 2
     rng = random.Random(args.seed)
-    import echosim
-
-    k = kill_trials(args.trials, rng)
-    print(f"echosim from {Path(echosim.__file__).parent}; seed {args.seed}\n")
-    print(f"kill -9 during Records.save: {k['trials']} trials, {k['lost']} records lost, "
-          f"{k['temp_left']} temp files left by the killed writers (e.g. {', '.join(k['temp_names'])}); "
-          f"versions found after the kill: "
-          f"{dict(sorted(k['versions'].items()))}")
-    f = full_disk_trials(args.trials, rng)
-    if isinstance(f, str):
-        print(f"full disk: {f}")
-    else:
-        print(f"full disk (tmpfs of 8 MB, 0 to 64 kB free): {f['trials']} trials, {f['lost']} records lost, "
-              f"{f['temp_left']} temp files left, {f['refused']} saves refused, {f['saved']} saved whole")
-        for m in sorted(f["messages"]):
-            print(f"  refused with: {m}")
+    with harness.Session("trial_records_atomic", args, argv) as session:
+        k = kill_trials(args.trials, rng)
+        print(f"seed {args.seed}\n")
+        print(f"kill -9 during Records.save: {k['trials']} trials, {k['lost']} records lost, "
+              f"{k['temp_left']} temp files left by the killed writers (e.g. {', '.join(k['temp_names'])}); "
+              f"versions found after the kill: "
+              f"{dict(sorted(k['versions'].items()))}")
+        f = "skipped: --smoke" if args.smoke else full_disk_trials(args.trials, rng)
+        if isinstance(f, str):
+            print(f"full disk: {f}")
+        else:
+            print(f"full disk (tmpfs of 8 MB, 0 to 64 kB free): {f['trials']} trials, {f['lost']} records lost, "
+                  f"{f['temp_left']} temp files left, {f['refused']} saves refused, {f['saved']} saved whole")
+            for m in sorted(f["messages"]):
+                print(f"  refused with: {m}")
+        session.results = {"seed": args.seed, "kill": k, "full_disk": f}
 
 
 if __name__ == "__main__":

@@ -25,19 +25,36 @@ Problems (each knows its exact population excess risk F(w) - F*):
     The same rows fitted by squared loss on a sigmoid output (non-convex), F* at the
     stationary point reached from w = 0.
 
-Only NumPy here (pandas reads the table); nothing is imported from echosim.
+Only NumPy here (pandas reads the table; the minimisers are benchmarks/reference_solvers.py,
+shared with bench_auto.py's logistic table); nothing is imported from echosim.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import os
+import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
-__all__ = ["LeastSquares", "FlightsLogistic", "FlightsSigmoid", "load_flights", "echoed_gd", "excess_risk", "newton_logistic",
-           "FLIGHTS_NUMERIC", "DIVERGED"]
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared minimisers
+from reference_solvers import newton_logistic, stationary_bfgs
+from reference_solvers import sigmoid as _sigmoid
+from reference_solvers import softplus as _softplus
+
+__all__ = [
+    "DIVERGED",
+    "FLIGHTS_NUMERIC",
+    "FlightsLogistic",
+    "FlightsSigmoid",
+    "LeastSquares",
+    "echoed_gd",
+    "excess_risk",
+    "load_flights",
+    "newton_logistic",
+]
 
 DIVERGED = 1e8
 """An iterate with a coordinate above this (or not finite) has diverged: its excess risk is inf."""
@@ -51,17 +68,6 @@ def _rng(*key: int) -> np.random.Generator:
     return np.random.default_rng(np.random.SeedSequence([int(k) for k in key]))
 
 
-def _softplus(z):
-    """log(1 + e^z) without overflow."""
-    return np.maximum(z, 0.0) + np.log1p(np.exp(-np.abs(z)))
-
-
-def _sigmoid(z):
-    """1 / (1 + e^-z); e^-z overflows to inf for z < -709, which gives the right limit 0."""
-    with np.errstate(over="ignore"):
-        e = np.exp(-z)
-    e += 1.0
-    return np.reciprocal(e, out=e)
 
 
 # --------------------------------------------------------------------------- batches
@@ -223,24 +229,6 @@ def load_flights(n_rows: int = 32768, seed: int = 2013):
     return np.ascontiguousarray(X), y
 
 
-def newton_logistic(X, y, l2, tol=1e-12, max_iter=100):
-    """Minimiser of mean(softplus(Xw) - y Xw) + l2/2 |w|^2 by Newton's method: (w*, F*, |grad F(w*)|_inf)."""
-    n, d = X.shape
-    w = np.zeros(d)
-    for _ in range(max_iter):
-        z = X @ w
-        p = _sigmoid(z)
-        g = X.T @ (p - y) / n + l2 * w
-        if np.max(np.abs(g)) <= tol:
-            break
-        H = (X * (p * (1 - p))[:, None]).T @ X / n + l2 * np.eye(d)
-        w = w - np.linalg.solve(H, g)
-    z = X @ w
-    g = X.T @ (_sigmoid(z) - y) / n + l2 * w
-    F = float(np.mean(_softplus(z) - y * z) + 0.5 * l2 * w @ w)
-    return w, F, float(np.max(np.abs(g)))
-
-
 class FlightsLogistic:
     """L2-logistic regression with the flights table as its population (see `load_flights`)."""
 
@@ -331,12 +319,7 @@ class FlightsSigmoid(FlightsLogistic):
         return self.X.T @ ((p - self.y) * p * (1 - p)) / self.n_rows + self.l2 * w
 
     def _stationary(self):
-        from scipy.optimize import minimize
-
-        res = minimize(lambda w: float(self.objective(w)), np.zeros(self.dim), jac=self._grad, method="BFGS",
-                       options={"gtol": 1e-11, "maxiter": 10_000})
-        w = res.x
-        return w, float(np.max(np.abs(self._grad(w))))
+        return stationary_bfgs(self.objective, self._grad, self.dim)
 
     def objective(self, W: np.ndarray) -> np.ndarray:
         """F(w) = mean over the table of 1/2 (sigmoid(x.w) - y)^2 + l2/2 |w|^2, over the last axis of W."""

@@ -3,7 +3,8 @@ torch.optim.Adam and torch.optim.AdamW on the same batches and the same echo sch
 benchmark-only extra; not part of the test suite, which checks the kernels against
 NumPy twins).
 
-    python benchmarks/torch_job/check_optimizers.py
+    python benchmarks/torch_job/check_optimizers.py [--json PATH]
+    python benchmarks/torch_job/check_optimizers.py --smoke      # heavy ball, least squares, 5 fresh batches
 
 Every batch end of echosim's kernel (float64) is compared with a plain torch loop:
 per fresh batch t, K_t steps of ``loss = mean per-example loss + l2/2 ||w||^2``,
@@ -12,6 +13,7 @@ per fresh batch t, K_t steps of ``loss = mean per-example loss + l2/2 ||w||^2``,
 
 from __future__ import annotations
 
+import argparse
 import itertools
 import os
 import sys
@@ -20,9 +22,12 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 
-from echosim.training.methods import EchoedAdam, EchoedAdamW, EchoedHeavyBall  # noqa: E402
-from tests.training.test_kernel import kernel_run  # noqa: E402  (the kernel called as run() calls it)
+import harness
+
+from echosim.training.methods import EchoedAdam, EchoedAdamW, EchoedHeavyBall
+from tests.training.test_kernel import kernel_run
 
 CASES = {  # echosim's spec (lr unused: the lr of the case) → torch's optimizer with the same hyper-parameters
     "heavy_ball": (EchoedHeavyBall(0.0, momentum=0.9), 0.05,
@@ -52,19 +57,30 @@ def torch_run(X, Y, K, lr, make_optimizer, loss, l2):
     return np.array(ends)
 
 
-def main() -> int:
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    harness.add_options(ap, smoke="heavy ball on least squares only, 5 fresh batches")
+    args = ap.parse_args(argv)
+    with harness.Session("torch_job/check_optimizers", args, argv) as session:
+        worst, rows = compare(5, ["heavy_ball"], ["squared"], [0.0]) if args.smoke else compare(30)
+        session.results = {"largest_difference": worst, "rows": rows}
+    return 0 if worst < 1e-10 else 1
+
+
+def compare(T: int, methods=tuple(CASES), losses=("squared", "logistic"), l2s=(0.0, 1e-3)) -> tuple[float, list]:
+    """Every case (method, loss, l2) on T fresh batches; prints the table; (largest difference, rows)."""
     import torch
 
     torch.set_num_threads(1)
     rng = np.random.default_rng(0)
-    T, B, d = 30, 32, 10
+    B, d = 32, 10
     K = rng.integers(1, 9, size=T)
     print(f"torch {torch.__version__}; T = {T} fresh batches of B = {B}, d = {d}, K_t in 1..8 "
           f"({int(K.sum())} steps), float64\n")
     print("| method | loss | lr | l2 | max abs difference of the batch-end iterates | max abs iterate |")
     print("|---|---|---:|---:|---:|---:|")
-    worst = 0.0
-    for method, loss, l2 in itertools.product(CASES, ("squared", "logistic"), (0.0, 1e-3)):
+    worst, rows = 0.0, []
+    for method, loss, l2 in itertools.product(methods, losses, l2s):
         spec, lr, make_optimizer = CASES[method]
         X = rng.standard_normal((T, B, d)) / np.sqrt(np.arange(1, d + 1))
         w_star = rng.standard_normal(d)
@@ -74,9 +90,10 @@ def main() -> int:
         ref = torch_run(X, Y, K, lr, make_optimizer, loss, l2)
         diff = float(np.abs(last - ref).max())
         worst = max(worst, diff)
+        rows.append({"method": method, "loss": loss, "lr": lr, "l2": l2, "max_abs_difference": diff})
         print(f"| {method} | {loss} | {lr:g} | {l2:g} | {diff:.2e} | {float(np.abs(ref).max()):.3g} |")
     print(f"\nlargest difference {worst:.2e}")
-    return 0 if worst < 1e-10 else 1
+    return worst, rows
 
 
 if __name__ == "__main__":

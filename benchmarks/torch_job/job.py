@@ -13,7 +13,6 @@ import io
 import json
 import math
 import os
-import platform
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -243,11 +242,10 @@ class Snapshots:
 # ---- one run
 
 def versions() -> dict:
+    """The environment (`harness.environment`: machine, CPU, cores, versions, load) and Pillow's version."""
     import PIL
 
-    return {"python": platform.python_version(), "torch": torch.__version__, "pillow": PIL.__version__,
-            "numpy": np.__version__, "echosim": echosim.__version__, "machine": platform.machine(),
-            "cpus": os.cpu_count()}
+    return {**rules.harness.environment(), "pillow": PIL.__version__}
 
 
 def _close(it) -> None:
@@ -283,7 +281,7 @@ def train(policy, seed: int, cfg: JobConfig, root: Path | str, val: tuple, *, bl
     Returns (record, arrays, records): the first two in the format of `rules.save_run`,
     the last echoing's own `Records` (``records.save(path)``; `echosim.plan` reads it).
     """
-    load_start = os.getloadavg()
+    load_start = rules.harness.load()
     model = make_model(seed, cfg)
     step = make_step(model, cfg)
     snaps = Snapshots(model, cfg.budget)
@@ -334,7 +332,7 @@ def train(policy, seed: int, cfg: JobConfig, root: Path | str, val: tuple, *, bl
         _close(it)
         shutdown(loader)
     elapsed = clock() - wall0
-    load_end = os.getloadavg()
+    load_end = rules.harness.load()
     val_loss, val_acc = snaps.evaluate(model, *val)
     del snaps
     gc.collect()

@@ -2,6 +2,7 @@
 
     python benchmarks/torch_job/lr_scan.py                      # K = 1, lr 0.05..0.8, 3 seeds; about 3-5 min
     python benchmarks/torch_job/lr_scan.py --echo 1,8 --lrs 0.1,0.2
+    python benchmarks/torch_job/lr_scan.py --smoke     # lr 0.2, K = 1, seed 0, 4 fresh batches, a temp cache
 
 The job's own fresh batches (the same DataLoader and worker, the same seeds) are drawn
 once per seed and kept; each learning rate then trains on them with a fixed K, no
@@ -15,14 +16,16 @@ from __future__ import annotations
 
 import argparse
 import sys
+import tempfile
 from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import numpy as np  # noqa: E402
+import numpy as np
+import rules
 
-import rules  # noqa: E402
+harness = rules.harness
 
 
 def main(argv=None) -> int:
@@ -34,7 +37,10 @@ def main(argv=None) -> int:
     ap.add_argument("--budget", type=int, default=250)
     ap.add_argument("--cache", default=None)
     ap.add_argument("--out", default=None, help="also write the curves here (NPZ: val_loss per lr, K, seed)")
+    harness.add_options(ap, smoke="lr 0.2, K = 1, seed 0, 4 fresh batches, target 1.0; the JPEG cache in a temp dir")
     a = ap.parse_args(argv)
+    if a.smoke:
+        a.lrs, a.echo, a.seeds, a.targets, a.budget = "0.2", "1", "0", "1.0", 4
     try:
         lrs = [float(x) for x in a.lrs.split(",")]
         Ks = [int(x) for x in a.echo.split(",")]
@@ -45,6 +51,15 @@ def main(argv=None) -> int:
     if min(Ks) < 1 or min(lrs) <= 0 or a.budget < 1:
         ap.error("--echo: K >= 1; --lrs: positive; --budget: >= 1")
 
+    with harness.Session("torch_job/lr_scan", a, argv) as session, tempfile.TemporaryDirectory() as tmp:
+        if a.smoke and a.cache is None:
+            a.cache = str(Path(tmp) / "cache")
+        session.results = scan(a, lrs, Ks, seeds, targets)
+    return 0
+
+
+def scan(a, lrs, Ks, seeds, targets) -> dict:
+    """Train on the job's batches at every (lr, K, seed); prints the table; returns its rows."""
     import job
 
     cfg = replace(job.JobConfig(), budget=a.budget)
@@ -76,11 +91,12 @@ def main(argv=None) -> int:
 
     if a.out:
         np.savez(a.out, **{f"lr{lr:g}_K{K}_seed{s}": v for (lr, K, s), v in curves.items()})
-    print(f"# K = {Ks}, lr on {lrs}, seeds {seeds}, {cfg.budget} fresh batches of B = {cfg.batch_size}\n")
+    print(f"## K = {Ks}, lr on {lrs}, seeds {seeds}, {cfg.budget} fresh batches of B = {cfg.batch_size}\n")
     head = "| lr | K | " + " | ".join(f"T({L:g}) | first({L:g}) | back above({L:g})" for L in targets) \
         + " | final loss |"
     print(head)
     print("|" + "|".join(" ---: " for _ in range(head.count("|") - 1)) + "|")
+    rows = []
     for lr in lrs:
         for K in Ks:
             cells = []
@@ -94,8 +110,9 @@ def main(argv=None) -> int:
                           "-" if med_first is None else f"{med_first:.0f}",
                           ", ".join("-" if b is None else str(b) for b in back)]
             final = np.median([curves[(lr, K, s)][-1] for s in seeds])
+            rows.append({"lr": lr, "K": K, "cells": cells, "final_loss": final})
             print(f"| {lr:g} | {K} | " + " | ".join(cells) + f" | {final:.3f} |")
-    return 0
+    return {"budget": cfg.budget, "targets": targets, "rows": rows}
 
 
 if __name__ == "__main__":

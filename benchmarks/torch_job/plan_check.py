@@ -33,7 +33,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-import rules  # noqa: E402
+import rules
 
 PLANNED = {"K=1": ("sync", 1), "K=2": ("fixed", 2), "K=4": ("fixed", 4), "K=8": ("fixed", 8),
            "greedy": ("greedy", math.nan)}
@@ -169,15 +169,15 @@ def _s(x, spec=".2f") -> str:
 
 def format_tables(rows: list[dict], summary: list[dict], pilot: int) -> str:
     """The summary table (per policy and overall) and every run (Markdown)."""
-    lines = [f"| policy | runs | wall-clock to target, from the pilot's records ({pilot} fresh batches): median "
+    lines = [(f"| policy | runs | wall-clock to target, from the pilot's records ({pilot} fresh batches): median "
              "\\|error\\| | max | from the profiles alone: median | max | time per fresh batch after the pilot, "
-             "from its records: median | max | from the profiles: median | max |",
+             "from its records: median | max | from the profiles: median | max |"),
              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for s in summary:
         lines.append(f"| {s['label']} | {s['runs']} | " + " | ".join(
             _pct(s[f"{k}_{q}"]) for k in ERRORS for q in ("median", "max")) + " |")
-    lines += ["", "| policy | seed | T | measured s to T | planned from records s (error) | from profiles s (error) "
-              "| ms per fresh batch: pilot's plan / profile's plan / measured after the pilot |",
+    lines += ["", ("| policy | seed | T | measured s to T | planned from records s (error) | from profiles s (error) "
+              "| ms per fresh batch: pilot's plan / profile's plan / measured after the pilot |"),
               "|---|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         lines.append(
@@ -228,11 +228,13 @@ def main(argv=None) -> int:
     target = a.target if a.target is not None else job["target"]
     rows = check_runs(runs, profiles, target, cfg["batch_size"], pilot=a.pilot, max_echo=cfg["max_echo"])
     summary = error_summary(rows)
-    print(f"Target: validation loss <= {target:g} (reached and kept); pilot: the first {a.pilot} fresh batches "
-          f"of each run; {len(rows)} runs.\n")
-    print(format_tables(rows, summary, a.pilot))
-    if a.json:
-        rules.write_json(a.json, {"target": target, "pilot": a.pilot, "rows": rows, "summary": summary})
+    with rules.harness.Session("torch_job/plan_check", None, argv) as session:
+        print(f"Target: validation loss <= {target:g} (reached and kept); pilot: the first {a.pilot} fresh batches "
+              f"of each run; {len(rows)} runs.\n")
+        print(format_tables(rows, summary, a.pilot))
+        if a.json:  # the rows and the summary, with the session's environment and load
+            rules.write_json(a.json, {**session.document(), "target": target, "pilot": a.pilot, "rows": rows,
+                                      "summary": summary})
     return 0
 
 

@@ -19,10 +19,14 @@ import json
 import math
 import numbers
 import os
+import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared harness
+import harness
 
 FORMAT = "echosim-torch-job/1"
 """Written into every record; bump it when a key changes meaning."""
@@ -147,21 +151,6 @@ def at_target(arrays: dict, target: float) -> dict:
 
 # ---- records
 
-def _plain(x):
-    """JSON-safe: NumPy scalars to Python, NaN/inf to None, tuples to lists."""
-    if isinstance(x, dict):
-        return {str(k): _plain(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_plain(v) for v in x]
-    if isinstance(x, np.ndarray):
-        return _plain(x.tolist())
-    if isinstance(x, (np.integer,)):
-        return int(x)
-    if isinstance(x, (float, np.floating)):
-        return float(x) if math.isfinite(x) else None
-    return x
-
-
 def save_run(out: Path | str, record: dict, arrays: dict) -> Path:
     """Write `<name>.json` and `<name>.npz` into `out` (each atomically: a temp file, then rename)."""
     missing = [k for k in RUN_KEYS if k not in record]
@@ -182,11 +171,8 @@ def save_run(out: Path | str, record: dict, arrays: dict) -> Path:
 
 
 def write_json(path: Path | str, obj) -> None:
-    """JSON with NaN as null, written atomically."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(_plain(obj), indent=1, allow_nan=False) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    """JSON with NaN and infinities as null, written atomically (`harness.write_json`)."""
+    harness.write_json(path, obj, infinite="null")
 
 
 def load_run(path: Path | str) -> tuple[dict, dict]:
@@ -290,8 +276,8 @@ def format_summary(rows: list[dict], target: float, budget: int) -> str:
     """The summary table (Markdown): per policy, medians over seeds."""
     head = ("| policy | reached | T (stays) | T (first entry) | steps to T | wall-clock to T (s) | mean K_t "
             "| ms per fresh batch | loader ms/batch in-run | profiled | step ms in-run | profiled |")
-    lines = [f"Target: validation loss <= {target:g}, reached and kept to the end of {budget} fresh batches "
-             "(medians over seeds; 'not reached' when more than half of the seeds did not).", "",
+    lines = [(f"Target: validation loss <= {target:g}, reached and kept to the end of {budget} fresh batches "
+             "(medians over seeds; 'not reached' when more than half of the seeds did not)."), "",
              head, _rule(head, 1)]
     for r in rows:
         lines.append(

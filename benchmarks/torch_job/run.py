@@ -5,6 +5,7 @@
     python benchmarks/torch_job/run.py                # 6 policies x 3 seeds; 19 min on 2 cores at load 6-9
     python benchmarks/torch_job/run.py --quick        # a smoke run, about 1-2 min
     python benchmarks/torch_job/run.py --summarize torch-job-out --target 0.25   # re-read, another target
+    python benchmarks/torch_job/run.py --smoke        # K = 1 and 2, seed 0, 4 fresh batches, into temp dirs
 
 The job: sklearn's digits upscaled to 32x32 and stored once as JPEG files; a DataLoader
 worker process opens, decodes and augments each image with Pillow (random rotation,
@@ -24,6 +25,7 @@ the summary table is printed at the end.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -32,7 +34,9 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-import rules  # noqa: E402
+import rules
+
+harness = rules.harness
 
 DEFAULT_OUT = "torch-job-out"
 DEFAULT_TARGET = 0.15
@@ -55,7 +59,10 @@ def _args(argv):
     ap.add_argument("--quick", action="store_true", help="a smoke run: seed 0 only, 60 fresh batches")
     ap.add_argument("--summarize", metavar="DIR", default=None,
                     help="only read the runs in DIR and print the summary (no torch needed)")
+    harness.add_options(ap, smoke="K = 1 and 2, seed 0, 4 fresh batches, profiles of 4; --out and --cache in temp dirs if not given")
     a = ap.parse_args(argv)
+    if a.smoke:
+        a.quick, a.policies, a.budget = True, "1,2", a.budget or 4
     try:
         a.policies = [rules.parse_policy(p) for p in a.policies.split(",")]
     except ValueError as exc:
@@ -116,12 +123,23 @@ def main(argv=None) -> int:
     if a.summarize:
         print(summarize(Path(a.summarize), a.target))
         return 0
+    import tempfile
+
+    with harness.Session("torch_job/run", a, argv) as session, tempfile.TemporaryDirectory(prefix="torch-job-") as tmp:
+        if a.smoke:
+            a.out = a.out if a.out != DEFAULT_OUT else str(Path(tmp) / "out")
+            a.cache = a.cache or str(Path(tmp) / "cache")
+        session.results = run(a)
+    return 0
+
+
+def run(a) -> dict:
+    """Every block and run; prints progress and the summary; returns the summary's rows."""
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     from dataclasses import asdict, replace
 
-    import numpy as np
-
     import job
+    import numpy as np
 
     cfg = job.JobConfig()
     over = {k: v for k, v in (("budget", a.budget), ("batch_size", a.batch_size), ("lr", a.lr),
@@ -132,17 +150,16 @@ def main(argv=None) -> int:
     root = job.build_cache(a.cache or job.default_cache(), cfg.image_size, cfg.jpeg_quality)
     val = job.validation_tensors(root, cfg)
     order = rules.interleaved_order(a.policies, a.seeds)
-    t_start, load_start = time.perf_counter(), os.getloadavg()
-    print(f"# torch job: {len(a.policies)} policies x {len(a.seeds)} seeds, budget {cfg.budget} fresh batches, "
+    t_start, load_start = time.perf_counter(), harness.load()
+    print(f"## torch job: {len(a.policies)} policies x {len(a.seeds)} seeds, budget {cfg.budget} fresh batches, "
           f"B={cfg.batch_size}, lr={cfg.lr}, target {a.target:g}", flush=True)
-    print(f"versions: {job.versions()}\nload average at start: {load_start}", flush=True)
     rules.write_json(out / "job.json", {"config": asdict(cfg), "target": a.target, "policies": a.policies,
                                         "seeds": a.seeds, "order": order, "versions": job.versions(),
                                         "loadavg_start": list(load_start)})
     for block, seed in enumerate(a.seeds):
-        l0 = os.getloadavg()
-        prof = job.profile_block(seed, cfg, root)
-        prof.update(block=block, loadavg_start=list(l0), loadavg_end=list(os.getloadavg()))
+        l0 = harness.load()
+        prof = job.profile_block(seed, cfg, root, **({"loader_batches": 4, "steps": 4} if a.smoke else {}))
+        prof.update(block=block, loadavg_start=list(l0), loadavg_end=list(harness.load()))
         rules.write_json(out / f"profile-block{block}.json", prof)
         print(f"block {block} (seed {seed}): profiled alone: loader {1e3 * prof['loader_mean']:.1f} ms/batch, "
               f"step {1e3 * prof['step_mean']:.2f} ms; load {l0[0]:.2f}", flush=True)
@@ -155,11 +172,10 @@ def main(argv=None) -> int:
                   f"{record['steps']} steps, mean K {np.mean(arrays['echo']):.2f}, "
                   f"final loss {arrays['val_loss'][-1]:.3f}, {record['elapsed_seconds']:.1f} s; "
                   f"load {record['loadavg_start'][0]:.2f}-{record['loadavg_end'][0]:.2f}", flush=True)
-    load_end = os.getloadavg()
-    print(f"\nwall-clock {time.perf_counter() - t_start:.0f} s; load average at start {load_start}, "
-          f"at end {load_end}\n", flush=True)
+    print(f"\nwall-clock {time.perf_counter() - t_start:.0f} s\n", flush=True)
     print(summarize(out, a.target))
-    return 0
+    summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    return {"out": str(out), "target": a.target, "policies": summary["policies"], "runs": summary["runs"]}
 
 
 if __name__ == "__main__":
