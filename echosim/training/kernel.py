@@ -29,11 +29,14 @@ error there, before any run.
 """
 
 import functools
+import hashlib
+from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
 from numba import njit
 
+from echosim.training import gradients
 from echosim.training.gradients import (
     BLOCK,
     FASTMATH,
@@ -92,6 +95,11 @@ def check_tables(methods: dict, losses: dict) -> None:
 
 # --------------------------------------------------------------------------- the chunk kernel
 
+GRADIENTS_DIGEST = int(hashlib.sha256(Path(gradients.__file__).read_bytes()).hexdigest()[:15], 16)
+"""A digest of ``gradients.py``, a constant of every kernel: Numba's cache checks only the
+stamp of the file that holds the cached function, and the kernel links in the compiled
+gradients, so without it an edit there would leave the kernel's cached code stale."""
+
 
 @njit(cache=True, fastmath=FASTMATH)
 def _all_finite(w):
@@ -143,10 +151,13 @@ def kernel_for(method: int, loss: int, wide: bool, sub: bool = False, first: boo
     if wide and loss == SOFTMAX:
         raise ValueError("the wide layout takes margin losses only")
     METHOD, LOSS, WIDE, SUB, FIRST = int(method), int(loss), bool(wide), bool(sub), bool(first)
+    SOURCE = GRADIENTS_DIGEST  # in the closure, so in Numba's cache key
 
     @njit(cache=True, fastmath=FASTMATH, error_model="numpy")  # no zero-division checks (Adam's ε > 0)
     def echo_chunk(X, Y, K, lr, rows, hyper, l2, W, S, avg_sum, end_sum, counters, diverged,
                    log_at, log_steps, log_w, log_avg, log_end, first_loss):
+        if SOURCE < 0:  # never (a digest is >= 0): this use keeps SOURCE in the closure, so in the key
+            return 0
         L, d = W.shape
         Lp = L + (-L) % 4
         n = rows.shape[1] if SUB else X.shape[1]

@@ -279,6 +279,28 @@ def test_the_kernel_has_a_path_for_every_row_and_refuses_a_row_without_one():
         check_tables(METHODS, {"multi": dataclasses.replace(softmax, name="multi", code=9)})
 
 
+def test_an_edit_of_the_gradients_changes_the_kernels_cache_key(monkeypatch):
+    """Numba's cache checks only the stamp of kernel.py, while a kernel links in the compiled
+    gradients of gradients.py: the digest of that file is part of every kernel's key."""
+    import hashlib
+    from pathlib import Path
+
+    from echosim.training import gradients
+    from echosim.training import kernel as kmod
+
+    digest = int(hashlib.sha256(Path(gradients.__file__).read_bytes()).hexdigest()[:15], 16)
+    assert kmod.GRADIENTS_DIGEST == digest
+
+    def cache_key():
+        kernel = kmod.kernel_for.__wrapped__(methods.GD, losses.SQUARED, False)  # built, not compiled
+        return kernel._cache._index_key(None, kernel.targetctx.codegen())
+
+    before = cache_key()
+    assert cache_key() == before  # the same source: the same key
+    monkeypatch.setattr(kmod, "GRADIENTS_DIGEST", digest + 1)  # as after an edit of gradients.py
+    assert cache_key() != before
+
+
 def test_a_code_admitted_without_its_branch_raises_in_the_kernel_instead_of_running_another_update(monkeypatch):
     from echosim.training import kernel as kmod
 
