@@ -221,16 +221,19 @@ class Bench:
         from numba import njit
 
         try:
-            from echosim.training.kernel import dlogistic as _dlogistic
-        except ImportError:  # older trees: the name before it was public; before the loss table,
-            try:  # and 0.1's layout, ℓ' with a loss code
-                from echosim.training.kernel import _dlogistic
+            from echosim.training.gradients import dlogistic as _dlogistic
+        except ImportError:  # older trees: in the kernel's module; the name before it was public;
+            try:  # before the loss table, and 0.1's layout, ℓ' with a loss code
+                from echosim.training.kernel import dlogistic as _dlogistic
             except ImportError:
                 try:
-                    from echosim.training.kernel import _dloss
+                    from echosim.training.kernel import _dlogistic
                 except ImportError:
-                    from echosim._kernels.optim import _dloss
-                _dlogistic = None
+                    try:
+                        from echosim.training.kernel import _dloss
+                    except ImportError:
+                        from echosim._kernels.optim import _dloss
+                    _dlogistic = None
 
         np = self.np
         if "exps" not in self.cache:

@@ -9,8 +9,9 @@ problem's constants dict can be splatted in:
     theory.echoed_gd_bound(**problem.constants(), B=64, T=500, K=4)
 """
 
-from theory import bounds, timing
+from theory import bounds, sample_complexity, timing
 from theory.bounds import *  # noqa: F403 (the public names are listed in bounds.__all__)
+from theory.sample_complexity import *
 from theory.timing import *  # noqa: F403
 
-__all__ = bounds.__all__ + timing.__all__
+__all__ = bounds.__all__ + sample_complexity.__all__ + timing.__all__

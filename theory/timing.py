@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from theory import _validate as _v
-from theory.bounds import _lower_bound_constant, batches_to_accuracy
+from theory.sample_complexity import _lower_bound_constant, batches_to_accuracy
 
 __all__ = [
     "pipeline_time",

@@ -141,13 +141,14 @@ def _kernel_caches() -> list[dict]:
     echo_chunk = kernel_for(0, 0, False)  # any of the optimizer kernels: they share the module's cache
 
     out = []
-    for layer, kernel in (("training", echo_chunk), ("pipeline", run_des)):
+    # the training kernel's files and those of the gradients it calls (same directory)
+    for layer, kernel, stems in (("training", echo_chunk, ("kernel", "gradients")), ("pipeline", run_des, ("kernel",))):
         try:
             cache = Path(kernel._cache._cache_path)  # where Numba reads and writes this module's cache
         except AttributeError:  # pragma: no cover - another Numba version
             cache = Path(__file__).resolve().parent.parent / layer / "__pycache__"
-        nbi = sorted(cache.glob("kernel.*.nbi")) if cache.is_dir() else []
-        nbc = sorted(cache.glob("kernel.*.nbc")) if cache.is_dir() else []
+        nbi = sorted(p for s in stems for p in cache.glob(f"{s}.*.nbi")) if cache.is_dir() else []
+        nbc = sorted(p for s in stems for p in cache.glob(f"{s}.*.nbc")) if cache.is_dir() else []
         out.append({"module": f"echosim.{layer}.kernel", "path": str(cache), "cached": bool(nbc),
                     "index_files": len(nbi), "compiled_objects": len(nbc)})
     return out

@@ -111,7 +111,7 @@ def max_batch_size(n_features: int = 1, itemsize: int = 4) -> int:
 
 
 def check_run_size(base: dict, lab) -> None:
-    """Refuse one resolved grid point (config._resolve's dict) that cannot fit; `lab` maps key paths to labels."""
+    """Refuse one resolved grid point (resolve.resolve_point's dict) that cannot fit; `lab` maps key paths to labels."""
     from echosim.experiments.specs import build_pipeline
     from echosim.pipeline.schedule import mean_batch_time, schedule_bytes_per_batch
     from echosim.pipeline.stream import estimate_echo

@@ -180,7 +180,7 @@ class Field:
             if not is_int(value) or not 1 <= value <= INT_MAX:
                 raise bad
             return int(value)
-        elif k == "echo":  # K is checked once, by its owner, when the run is resolved (config._resolve)
+        elif k == "echo":  # K is checked once, by its owner, when the run is resolved (resolve.resolve_point)
             if isinstance(value, (list, dict)):
                 raise bad
             return value

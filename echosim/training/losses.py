@@ -32,7 +32,8 @@ this file, and its twin ℓ and ℓ' in ``tests/naive.py``'s ``MARGIN_LOSSES``. 
 kernels take it through their generic margin path; `Dataset`, the config schema, the
 CLI, the planner's grid and the kernel tests read the row. A loss that is not a
 function of one margin (as softmax) needs its own paths in `Loss`, in
-`echosim.training.kernel` (``OWN_GRADIENT``) and in the naive twin.
+`echosim.training.kernel` (``OWN_GRADIENT``), `echosim.training.gradients` (its
+gradient and batch loss) and in the naive twin.
 
 Full-data sums. NumPy's matrix products go through BLAS, whose sums are split
 differently with the number of threads (``X @ W.T`` on breast_cancer and ``X.T @ r``

@@ -1,4 +1,4 @@
-"""Properties of the closed-form bounds in ``theory.bounds``.
+"""Properties of the closed-form bounds in ``theory.bounds`` and the counts of ``theory.sample_complexity``.
 
 Checks shape the bounds must have whatever the constants: positivity, monotonicity in
 T, B and K, the K=1 and K=inf limits, that the tuned step sizes minimise the fixed-step

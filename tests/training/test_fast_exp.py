@@ -9,7 +9,9 @@ from numba import njit
 from scipy.special import expit
 
 from echosim.training.fast_exp import exp, sigmoid
-from echosim.training.kernel import _BLOCK, _FASTMATH, dlogistic, _dlogistic_many, _logistic_grad_full
+from echosim.training.gradients import BLOCK, FASTMATH, dlogistic
+from echosim.training.gradients import dlogistic_many as _dlogistic_many
+from echosim.training.gradients import logistic_grad_full as _logistic_grad_full
 
 rng = np.random.default_rng(0)
 X_GRID = np.concatenate([
@@ -20,13 +22,13 @@ X_GRID = np.concatenate([
 ])
 
 
-@njit(fastmath=_FASTMATH)  # the kernels' flags: exp and σ must keep their own order inside them
+@njit(fastmath=FASTMATH)  # the kernels' flags: exp and σ must keep their own order inside them
 def exp_all(x, out):
     for i in range(x.shape[0]):
         out[i] = exp(x[i])
 
 
-@njit(fastmath=_FASTMATH)
+@njit(fastmath=FASTMATH)
 def sigmoid_all(x, out):
     for i in range(x.shape[0]):
         out[i] = sigmoid(x[i])
@@ -93,12 +95,12 @@ def test_nan_passes_through_and_infinities_saturate():
     np.testing.assert_array_equal(s, [np.nan, 1.0, 0.0, 0.5, 0.5])
 
 
-@njit(fastmath=_FASTMATH)
+@njit(fastmath=FASTMATH)
 def logistic_grad(X, y, rows, W, G, r, labels):
     _logistic_grad_full(X, y, rows, W, 0, G, r, labels)
 
 
-@njit(fastmath=_FASTMATH)
+@njit(fastmath=FASTMATH)
 def dlogistic_many(Rt, yt, L):
     _dlogistic_many(Rt, yt, L, 0.5)
 
@@ -109,10 +111,10 @@ PACKED_DIVISION = {"x86_64": r"\bv?divpd\b", "AMD64": r"\bv?divpd\b", "aarch64":
 @pytest.mark.skipif(platform.machine() not in PACKED_DIVISION, reason="an instruction set we do not read")
 def test_both_kernels_evaluate_the_logistic_derivative_in_vector_registers():
     # the only division in these loops is σ's: a packed one means ℓ' runs several rows at a time
-    d, B, L = 3, 2 * _BLOCK + 5, 9
+    d, B, L = 3, 2 * BLOCK + 5, 9
     X, y = rng.standard_normal((B, d)), np.sign(rng.standard_normal(B))
     no_rows = np.zeros(0, dtype=np.int64)
-    logistic_grad(X, y, no_rows, np.ones((1, d)), np.zeros((1, d)), np.empty(_BLOCK), np.empty(_BLOCK))
+    logistic_grad(X, y, no_rows, np.ones((1, d)), np.zeros((1, d)), np.empty(BLOCK), np.empty(BLOCK))
     Lp = L + (-L) % 4
     dlogistic_many(rng.standard_normal((Lp, B)), y, L)
     for kernel in (logistic_grad, dlogistic_many):

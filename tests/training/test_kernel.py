@@ -6,7 +6,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from echosim.training import losses, methods
-from echosim.training.kernel import _BLOCK, State, call_chunk, check_tables, kernel_for
+from echosim.training.gradients import BLOCK
+from echosim.training.kernel import State, call_chunk, check_tables, kernel_for
 from echosim.training.methods import (METHODS, EchoedAdam, EchoedAdamW, EchoedGD, EchoedHeavyBall, EchoedNesterov,
                                       EchoedProx, EchoedSGD)
 from tests.naive import echoed_run
@@ -101,7 +102,7 @@ def test_kernel_matches_naive_twin(seed, T, B, d, method, loss, l2, lr, momentum
 @pytest.mark.parametrize("wide", [False, True])
 @pytest.mark.parametrize("opt", [EchoedGD(0.0), EchoedSGD(0.0), EchoedAdam(0.0, eps=1e-3)], ids=repr)
 def test_huber_kernel_matches_naive_twin_on_both_sides_of_delta(opt, wide, dtype):
-    B = 2 * _BLOCK + 7
+    B = 2 * BLOCK + 7
     X, Y, rng = draw_problem(14, 5, B, 4, "huber")
     Y = Y + rng.choice([-3.0, 0.0, 3.0], size=Y.shape)  # residuals on both sides of δ = 1
     K, lrs = rng.integers(1, 4, size=5), rng.uniform(0.1, 0.5, size=5)
@@ -170,7 +171,7 @@ def test_adam_first_step_moves_every_coordinate_by_the_learning_rate():
 def test_adamw_kernel_matches_naive_twin(loss, wide, dtype):
     if wide and not losses.LOSSES[loss].margin:
         pytest.skip("the wide layout takes margin losses only")
-    X, Y, rng = draw_problem(15, 6, 2 * _BLOCK + 5, 4, loss)
+    X, Y, rng = draw_problem(15, 6, 2 * BLOCK + 5, 4, loss)
     K, lrs = rng.integers(1, 4, size=6), rng.uniform(0.05, 0.3, size=6)
     opt = EchoedAdamW(0.0, betas=(0.8, 0.99), eps=1e-3, weight_decay=0.3)
     args = dict(loss=loss, l2=0.05, w0=rng.standard_normal(12 if loss == "softmax" else 4))
@@ -278,6 +279,28 @@ def test_the_kernel_has_a_path_for_every_row_and_refuses_a_row_without_one():
         check_tables(METHODS, {"multi": dataclasses.replace(softmax, name="multi", code=9)})
 
 
+def test_an_edit_of_the_gradients_changes_the_kernels_cache_key(monkeypatch):
+    """Numba's cache checks only the stamp of kernel.py, while a kernel links in the compiled
+    gradients of gradients.py: the digest of that file is part of every kernel's key."""
+    import hashlib
+    from pathlib import Path
+
+    from echosim.training import gradients
+    from echosim.training import kernel as kmod
+
+    digest = int(hashlib.sha256(Path(gradients.__file__).read_bytes()).hexdigest()[:15], 16)
+    assert kmod.GRADIENTS_DIGEST == digest
+
+    def cache_key():
+        kernel = kmod.kernel_for.__wrapped__(methods.GD, losses.SQUARED, False)  # built, not compiled
+        return kernel._cache._index_key(None, kernel.targetctx.codegen())
+
+    before = cache_key()
+    assert cache_key() == before  # the same source: the same key
+    monkeypatch.setattr(kmod, "GRADIENTS_DIGEST", digest + 1)  # as after an edit of gradients.py
+    assert cache_key() != before
+
+
 def test_a_code_admitted_without_its_branch_raises_in_the_kernel_instead_of_running_another_update(monkeypatch):
     from echosim.training import kernel as kmod
 
@@ -337,7 +360,7 @@ def test_many_learning_rates_kernel_matches_naive_twin_per_column(seed, T, B, d,
 def test_a_column_of_the_wide_kernel_is_bitwise_the_same_whatever_shares_the_call(loss, L, d):
     # Columns go four at a time (L rounded up, the extra ones repeating the last), each alone is
     # L = 1; d = 7: features go four at a time, then one by one.
-    X, Y, rng = draw_problem(11, 5, 2 * _BLOCK + 7, d, loss)
+    X, Y, rng = draw_problem(11, 5, 2 * BLOCK + 7, d, loss)
     K = rng.integers(1, 4, size=5)
     lrs = rng.uniform(0.0, 1.0, size=(5, L))
     w0 = rng.standard_normal(d)
@@ -366,7 +389,7 @@ def test_rows_layout_with_several_iterates_is_bitwise_each_iterate_alone(loss):
 @pytest.mark.parametrize("opt", [EchoedGD(0.0), EchoedNesterov(0.0), EchoedSGD(0.0)], ids=repr)
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_logistic_kernel_matches_naive_twin_over_several_blocks_of_rows(opt, dtype):
-    B = 2 * _BLOCK + 11  # two full blocks and one of 11 rows (two groups of four, three single rows)
+    B = 2 * BLOCK + 11  # two full blocks and one of 11 rows (two groups of four, three single rows)
     X, Y, rng = draw_problem(12, 4, B, 5, "logistic")
     K, lrs = rng.integers(1, 4, size=4), rng.uniform(0.5, 2.0, size=4)
     rows = rng.integers(0, B, size=(int(K.sum()), B - 3)) if opt.method.sub_batches else None
