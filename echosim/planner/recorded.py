@@ -3,6 +3,13 @@
 `recorded_timing` turns records (a pilot's or any run's) into the loader and step times
 per policy and batch size that `echosim.plan` uses instead of profiles taken apart: on a
 shared host the loader and the step slow each other down, differently under each policy.
+
+Censored load times: where the loader's thread had been held by a full buffer, a loader
+with workers of its own prefetched meanwhile, so the time recorded is a lower bound
+(``load_censored``). Leaving those out keeps only the loads during which the loop waited,
+which are the slow ones; so every time is kept, and each censored one is replaced by a
+time of the same batch size's sync run (else greedy run) at least as long
+(`_uncensor`): the loader's distribution where it set the pace, above the bound.
 """
 
 from __future__ import annotations
@@ -60,12 +67,35 @@ def _flatten(records):
     return [(None, _as_records(r, f"(item {i})")) for i, r in enumerate(items)]
 
 
+def _uncensor(exact: np.ndarray, bounds: np.ndarray, reference: np.ndarray | None) -> np.ndarray:
+    """Load times with each lower bound in `bounds` replaced from `reference` (times where the
+    loader set the pace): the reference's times at least as long as the bound, at evenly
+    spaced quantiles (deterministic), or the bound itself where none is. Without a
+    reference, the exact times alone (or the bounds, if there are none).
+
+    >>> _uncensor(np.array([0.5]), np.array([0.01, 0.2]), np.array([0.1, 0.3, 0.4])).tolist()
+    [0.5, 0.1, 0.4]
+    """
+    if not bounds.size:
+        return exact
+    if reference is None or not reference.size:
+        return exact if exact.size else bounds
+    ref = np.sort(reference)
+    order = np.argsort(bounds, kind="stable")
+    filled = np.empty(bounds.size)
+    for j, i in enumerate(order):
+        above = ref[ref >= bounds[i]]
+        filled[i] = above[min(int((j + 0.5) / bounds.size * above.size), above.size - 1)] if above.size else bounds[i]
+    return np.concatenate([exact, filled])
+
+
 def recorded_timing(records, batch_sizes) -> dict:
     """Loader and step times per batch size and policy from runs through `echoing`.
 
     Returns ``{B: [(mean echo, policy, loader Trace or None, step Trace, n_batches), ...]}``,
-    sorted by mean echo; the loader is None where every load time was censored (the
-    loader ran ahead of the loop). ValueError naming the problem: a record without a
+    sorted by mean echo; censored load times are replaced from the sync (else greedy) run at
+    that batch size (`_uncensor`); the loader is None where every load time was censored
+    and there is no such run (the loader ran ahead of the loop). ValueError naming the problem: a record without a
     fresh batch, records of unknown batch size mixed with several planned batch sizes,
     a planned batch size without records.
     """
@@ -87,11 +117,11 @@ def recorded_timing(records, batch_sizes) -> dict:
                                  "a mapping {B: [records]}")
             b = Bs[0]
         key = (b, r.policy, r.echo)
-        g = groups.setdefault(key, {"load": [], "all": [], "step": [], "steps": 0, "batches": 0})
+        g = groups.setdefault(key, {"load": [], "bound": [], "step": [], "steps": 0, "batches": 0})
         steady = slice(1, None) if r.n_batches > 1 else slice(0, None)
         load, cens = r.load_time[steady], r.load_censored[steady]
         g["load"].append(load[~cens & (load > 0)])
-        g["all"].append(load[load > 0])
+        g["bound"].append(load[cens & (load > 0)])
         st = r.step_time[np.isfinite(r.step_time) & (r.step_time > 0)]
         if st.size == 0:
             raise ValueError(f"records: record {i} (policy {r.policy}) has no finished step with a positive time")
@@ -99,12 +129,16 @@ def recorded_timing(records, batch_sizes) -> dict:
         g["steps"] += r.n_steps
         g["batches"] += r.n_batches
     recorded: dict = {}
+    exact = {key: np.concatenate(g["load"]) for key, g in groups.items()}
     for (b, policy, echo), g in groups.items():
-        load = np.concatenate(g["load"])
-        if not load.size and policy == "sync":
-            # under sync a loader that always ran ahead is faster than a step: its (lower-bound)
-            # times say so, which is all the plan needs (the loader keeps up)
-            load = np.concatenate(g["all"])
+        load, bounds = exact[(b, policy, echo)], np.concatenate(g["bound"])
+        if policy == "sync":
+            # under sync a loader that ran ahead is faster than a step: its (lower-bound) times
+            # say so, which is all the plan needs (the loader keeps up)
+            load = np.concatenate([load, bounds])
+        else:
+            ref = next((exact[k] for k in ((b, "sync", 1), (b, "greedy", None)) if k in exact and exact[k].size), None)
+            load = _uncensor(load, bounds, ref) if ref is not None else load
         loader = Trace(load, "resample") if load.size else None
         step = Trace(np.concatenate(g["step"]), "resample")
         recorded.setdefault(b, []).append((g["steps"] / g["batches"], policy, loader, step, g["batches"]))
