@@ -14,13 +14,14 @@ time of the same batch size's sync run (else greedy run) at least as long
 
 from __future__ import annotations
 
+import math
 import numbers
 from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
 
-__all__ = ["recorded_timing", "check_records"]
+__all__ = ["recorded_timing", "check_records", "step_time_at"]
 
 
 def _as_records(x, where: str):
@@ -151,3 +152,33 @@ def recorded_timing(records, batch_sizes) -> dict:
             raise ValueError(f"records: no record measured the loader at B = {B} (under fixed K the loop, not the "
                              "loader, set the pace: the loader ran ahead of it); add a sync or greedy run")
     return {B: sorted(recorded[B], key=lambda g: g[0]) for B in Bs}
+
+
+def step_time_at(groups, echo: float):
+    """The step's time under a fixed K that no record ran, from a model of step time in K, not
+    copied from the nearest policy: on a shared host the step slows while the loader works,
+    so with u(K) the fraction of the loop's time the loader is busy, s(K) = s0 + s1·u(K),
+    fitted by least squares to the recorded policies (u = loader time over the time per fresh
+    batch, max(loader, K·step)); for the new K, s solves s = s0 + s1·min(1, L / (K·s)), L the
+    sync (else fastest) run's loader time. Returns the nearest recorded step Trace scaled to
+    that mean; the nearest one as it is where fewer than two policies measured both times.
+
+    `groups`: one batch size's list from `recorded_timing`.
+    """
+    have = [g for g in groups if g[2] is not None and g[3] is not None]
+    nearest = min(groups, key=lambda g: abs(math.log(g[0]) - math.log(echo)))[3]
+    if len({round(g[0], 9) for g in have}) < 2:
+        return nearest
+    u = np.array([min(1.0, g[2].mean / max(g[2].mean, g[0] * g[3].mean)) for g in have])
+    s = np.array([g[3].mean for g in have])
+    w = np.array([g[4] for g in have], dtype=float)
+    if np.ptp(u) <= 1e-9:
+        return nearest.scaled(float(np.average(s, weights=w)) / nearest.mean)
+    uc = float(np.average(u, weights=w))
+    s1 = float(np.sum(w * (u - uc) * s) / np.sum(w * (u - uc) ** 2))
+    s0 = float(np.average(s, weights=w)) - s1 * uc
+    L = next((g[2].mean for g in have if g[1] == "sync"), min(g[2].mean for g in have))
+    pred = float(np.average(s, weights=w))
+    for _ in range(50):  # a contraction for the s1 of a host (|s1| below s0); the last iterate otherwise
+        pred = max(s0 + s1 * min(1.0, L / (echo * pred)), 0.05 * s.min())
+    return nearest.scaled(pred / nearest.mean)

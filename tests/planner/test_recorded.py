@@ -47,3 +47,31 @@ def test_uncensor_keeps_a_bound_above_every_reference_time():
     out = _uncensor(np.array([]), np.array([0.5, 0.01]), np.array([0.1, 0.2]))
     assert out.tolist() == [0.5, 0.2] or out.tolist() == [0.5, 0.1]
     assert (out >= np.array([0.5, 0.01])).all()
+
+
+def test_a_k_never_recorded_gets_its_step_time_from_a_model_in_k():
+    """The step slows while the loader works: s(K) = s0 + s1 * u(K), u the loader's busy
+    fraction. Records made by that rule at K = 1, 2, 4 (loader 0.1 s); K = 8 and 16 predicted
+    by it, against the same rule solved directly, not copied from K = 4."""
+    from echosim.planner.recorded import step_time_at
+
+    L, s0, s1 = 0.1, 0.01, 0.02
+
+    def s_of(K):  # the rule, solved by bisection (independent of the fixed point in the code)
+        lo, hi = 1e-4, 1.0
+        for _ in range(200):
+            mid = (lo + hi) / 2
+            f = mid - (s0 + s1 * min(1.0, L / max(L, K * mid)))
+            lo, hi = (mid, hi) if f < 0 else (lo, mid)
+        return lo
+
+    recs = [rec("sync", 1, np.full(41, L), np.zeros(41), step=s_of(1))]
+    recs += [rec("fixed", K, np.full(41, L), np.zeros(41), step=s_of(K)) for K in (2, 4)]
+    groups = recorded_timing(recs, [64])[64]
+    for K in (8, 16):
+        got = step_time_at(groups, K).mean
+        assert np.isclose(got, s_of(K), rtol=1e-3), (K, got, s_of(K))
+        assert not np.isclose(got, s_of(4), rtol=0.05)  # not K = 4's, copied
+    # with one policy recorded there is nothing to fit: the nearest, as it is
+    (g,) = recorded_timing(recs[:1], [64])[64]
+    assert step_time_at([g], 8).mean == g[3].mean
