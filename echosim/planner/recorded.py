@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["recorded_timing", "check_records", "step_time_at"]
+__all__ = ["check_records", "recorded_timing", "step_time_at"]
 
 
 def _as_records(x, where: str):

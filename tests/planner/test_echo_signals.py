@@ -118,7 +118,7 @@ def test_gains_at_the_same_loss_level_in_a_pilot_s_interleaved_segments():
             loss -= gains[policy] * 0.03 * (loss - 1.0)  # this batch's steps, seen by the next one
         recs.append(it.records())
     (g, se, n), = [echo_gains(recs)[(64, 4)]]
-    assert g == pytest.approx(2.5, rel=0.1) and se < 0.2
+    assert g == pytest.approx(2.5, rel=0.1) and se < 0.2 and n == 4 * 9  # 9 paired readings a segment
     # pooled means, as before: biased low (sync sat higher on the curve)
     pm = [np.nanmean(r.paired_progress) for r in recs]
     naive = np.mean([m for m, p in zip(pm, order) if p == 4]) / np.mean([m for m, p in zip(pm, order) if p == "sync"])
