@@ -85,7 +85,9 @@ def pilot(step: Callable, loader: Iterable, *, policies=PILOT_POLICIES, batches:
     before_step : callable, optional
         ``before_step(it, batch) -> dict or None``, called before every step: keyword
         arguments for ``it.report`` (``lagged_loss=``, ``probe=``), e.g.
-        ``EchoMeter(model, batch_loss).before_step``. `step` must then return the loss.
+        ``EchoMeter(model, batch_loss).before_step``. `step` must then return the loss. Its
+        time is taken out of the records (``it.paused()``), so that its extra forward passes
+        do not make your step look slower to the plan.
 
     Returns
     -------
@@ -142,7 +144,10 @@ def pilot(step: Callable, loader: Iterable, *, policies=PILOT_POLICIES, batches:
                          auto=auto if p == "auto" else None, sync=sync)
             with it:
                 for batch in it:
-                    extra = before_step(it, batch) if before_step is not None else None
+                    extra = None
+                    if before_step is not None:
+                        with it.paused():  # the signals' passes are not your step: not in its time
+                            extra = before_step(it, batch)
                     if extra is not None and not isinstance(extra, Mapping):
                         raise ValueError(f"before_step: expected a dict of report's keyword arguments or None, "
                                          f"got {type(extra).__name__}")

@@ -30,7 +30,7 @@ import math
 
 import numpy as np
 
-__all__ = ["measured_noise_scale", "echo_gains"]
+__all__ = ["echo_gains", "measured_noise_scale", "resolved"]
 
 
 def _flat(records) -> list:
@@ -146,7 +146,8 @@ def echo_gains(records, min_batches: int = 8) -> dict:
     the fresh batches each run needs to bring its (smoothed) first-step loss from a first
     level down to lower ones every run reaches, K = 1's over K's, the median over the levels
     (standard error: their
-    spread, at least 0.15). Either is clipped to [1/K, K]. Runs compare like with like when
+    spread, at least 0.15). Either is clipped to [1/K, K], and left out where it is not
+    `resolved` (its 2-SE interval wider than [1, K]). Runs compare like with like when
     they cover the same stretch of training: a pilot's interleaved segments, or runs from the
     same start."""
     by_b: dict = {}
@@ -180,6 +181,18 @@ def echo_gains(records, min_batches: int = 8) -> dict:
             if est is None and base_c:
                 cs = [c for c in (_curve(r) for r in runs) if c is not None and c.size >= min_batches]
                 est = _curve_gain(base_c, cs) if cs else None
-            if est is not None:
+            if est is not None and resolved(est[1], K):
                 out[(B, K)] = (float(np.clip(est[0], 1.0 / K, float(K))), est[1], est[2])
     return out
+
+
+def resolved(log_se: float, K: int) -> bool:
+    """Does a K_eff measurement with this log standard error say anything? Only if its 2-SE
+    interval is narrower than the whole range from "echoed steps are worthless" (K_eff = 1)
+    to "as good as fresh" (K_eff = K): log-SE <= log(K) / 2. A wider one is noise, and is
+    left out rather than weighed (its clipped value would still move the fit).
+
+    >>> resolved(0.3, 4), resolved(1.3, 4), resolved(0.5, 2)
+    (True, False, False)
+    """
+    return math.isfinite(log_se) and log_se <= math.log(K) / 2

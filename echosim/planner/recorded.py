@@ -90,12 +90,43 @@ def _uncensor(exact: np.ndarray, bounds: np.ndarray, reference: np.ndarray | Non
     return np.concatenate([exact, filled])
 
 
+def _pooled_loader(groups: dict, z: float = 2.0) -> dict:
+    """{group key: the loader's times pooled over the policies at its batch size} for each
+    group whose loader is not told apart from the others' (`z` standard errors, over segment
+    means: a shared host's load drifts between segments far more than within one). Only
+    groups where the loader set the pace (under half their times censored, two segments or
+    more) take part; the others keep their own times. The loader is one program whatever
+    the policy; a policy's own times are kept only where its contention shows beyond that
+    drift (on a CPU-only host echoing can slow the loader)."""
+    paced: dict = {}
+    for key, g in groups.items():
+        n_exact = sum(a.size for a in g["load"])
+        n_all = n_exact + sum(a.size for a in g["bound"])
+        means = [float(a.mean()) for a in g["load"] if a.size >= 2]
+        if n_all and n_exact >= 0.5 * n_all and len(means) >= 2:
+            paced.setdefault(key[0], {})[key] = (np.asarray(means), np.concatenate(g["load"]))
+    out = {}
+    for members in paced.values():
+        if len(members) < 2:
+            continue
+        everything = np.concatenate([m[1] for m in members.values()])
+        for key, (means, _) in members.items():
+            others = np.concatenate([m[0] for k, m in members.items() if k != key])
+            if others.size < 2:
+                continue
+            se = math.sqrt(means.var(ddof=1) / means.size + others.var(ddof=1) / others.size)
+            if se > 0 and abs(means.mean() - others.mean()) <= z * se:
+                out[key] = everything
+    return out
+
+
 def recorded_timing(records, batch_sizes) -> dict:
     """Loader and step times per batch size and policy from runs through `echoing`.
 
     Returns ``{B: [(mean echo, policy, loader Trace or None, step Trace, n_batches), ...]}``,
-    sorted by mean echo; censored load times are replaced from the sync (else greedy) run at
-    that batch size (`_uncensor`); the loader is None where every load time was censored
+    sorted by mean echo; a policy whose loader times are not told apart from the others' takes
+    the loader's times pooled over them (`_pooled_loader`); censored load times are replaced
+    from the sync (else greedy) run at that batch size (`_uncensor`); the loader is None where every load time was censored
     and there is no such run (the loader ran ahead of the loop). ValueError naming the problem: a record without a
     fresh batch, records of unknown batch size mixed with several planned batch sizes,
     a planned batch size without records.
@@ -131,8 +162,11 @@ def recorded_timing(records, batch_sizes) -> dict:
         g["batches"] += r.n_batches
     recorded: dict = {}
     exact = {key: np.concatenate(g["load"]) for key, g in groups.items()}
+    pooled = _pooled_loader(groups)
     for (b, policy, echo), g in groups.items():
         load, bounds = exact[(b, policy, echo)], np.concatenate(g["bound"])
+        if (b, policy, echo) in pooled:
+            load = pooled[(b, policy, echo)]
         if policy == "sync":
             # under sync a loader that ran ahead is faster than a step: its (lower-bound) times
             # say so, which is all the plan needs (the loader keeps up)

@@ -121,6 +121,7 @@ def test_before_step_adds_the_signals_to_each_report():
 
     def before(it, batch):
         calls.append(it.is_echo)
+        assert it._pause_depth == 1  # its time is taken out of the records
         return {} if it.is_echo else {"lagged_loss": 2.0 + float(batch[0, 0])}
 
     recs = pilot(lambda b: 1.0, Loader(n=6), policies=("sync", 2), batches=6, rounds=2, before_step=before)

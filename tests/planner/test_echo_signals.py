@@ -123,3 +123,13 @@ def test_gains_at_the_same_loss_level_in_a_pilot_s_interleaved_segments():
     pm = [np.nanmean(r.paired_progress) for r in recs]
     naive = np.mean([m for m, p in zip(pm, order) if p == 4]) / np.mean([m for m, p in zip(pm, order) if p == "sync"])
     assert naive < 2.0
+
+
+def test_a_gain_the_readings_do_not_resolve_is_left_out():
+    """Readings whose noise swamps the difference between K_eff = 1 and K_eff = K say nothing:
+    left out (the plan then says no echoed measurement), not weighed at a clipped value."""
+    sync = run("sync", progress=1.0, noise=0.05)
+    k4 = run(4, progress=0.3, noise=8.0, seed=1)   # progress 0.3 +- 8 per reading: unresolved
+    assert echo_gains([sync, k4]) == {}
+    k4 = run(4, progress=0.3, noise=0.05, seed=1)  # the same mean, resolved: kept
+    assert echo_gains([sync, k4])[(64, 4)][0] == pytest.approx(0.3, rel=0.1)

@@ -75,3 +75,20 @@ def test_a_k_never_recorded_gets_its_step_time_from_a_model_in_k():
     # with one policy recorded there is nothing to fit: the nearest, as it is
     (g,) = recorded_timing(recs[:1], [64])[64]
     assert step_time_at([g], 8).mean == g[3].mean
+
+
+def segments(policy, echo, means, rng, n=11, cv=0.1):
+    """One record per segment, each with its own loader mean (the host's load drifts)."""
+    return [rec(policy, echo, m * (1 + cv * rng.standard_normal(n)).clip(0.2), np.zeros(n)) for m in means]
+
+
+def test_loader_times_are_pooled_where_policies_do_not_differ_beyond_the_drift():
+    rng = np.random.default_rng(1)
+    # the same loader under both policies, the host's load drifting from segment to segment
+    recs = segments("sync", 1, [0.29, 0.20, 0.35, 0.22], rng) + segments("fixed", 2, [0.41, 0.25, 0.30, 0.38], rng)
+    groups = {g[1]: g for g in recorded_timing(recs, [64])[64]}
+    assert groups["sync"][2].mean == groups["fixed"][2].mean  # one loader, measured by both
+    # a loader really slowed by the policy (every segment, far beyond the drift) keeps its own
+    recs = segments("sync", 1, [0.20, 0.21, 0.19, 0.20], rng) + segments("fixed", 2, [0.40, 0.41, 0.39, 0.42], rng)
+    groups = {g[1]: g for g in recorded_timing(recs, [64])[64]}
+    assert groups["fixed"][2].mean > 1.8 * groups["sync"][2].mean
