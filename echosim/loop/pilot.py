@@ -10,7 +10,11 @@ How short: the timing settles within a few dozen fresh batches per policy, far l
 than a training run; 40 fresh batches per policy is the default, in as many rounds as
 there are policies (segments of 10 for the four default policies): rotated by one
 policy a round, every policy then runs once at every position of a round, so a trend
-in the machine's speed or in the training's progress falls alike on each.
+in the machine's speed or in the training's progress falls alike on each. Its cost is
+about its fresh batches (policies x batches) at the loader's pace: a few percent of a
+run that needs thousands of fresh batches, more than a whole run of a small job (160
+fresh batches were 63-180% of a sync run to target on the PyTorch jobs of
+benchmarks/torch_job/RESULTS.md); pass fewer `batches` or policies there.
 
 What an echoed step is worth: a `before_step` hook (e.g.
 ``echosim.loop.torch.EchoMeter(model, batch_loss).before_step``) adds the loop's signals
