@@ -391,7 +391,7 @@ PILOT_POOLS = {
                  (("sync", "auto"), "ok"), ("greedy", "ok"), (3, "ok"), (("sync", 2), "ok")],
     "batches": [(0, "error"), (1, "error"), (-5, "error"), (1.5, "error"), (True, "error"), ("10", "error"),
                 (None, "error"), (math.inf, "error"), (6, "ok"), (5, "ok")],
-    "rounds": [(0, "error"), (-1, "error"), (1.5, "error"), (True, "error"), ("2", "error"), (None, "error"),
+    "rounds": [(0, "error"), (-1, "error"), (1.5, "error"), (True, "error"), ("2", "error"), (None, "ok"),
                ("50 rounds of 10", "error"), (3, "error"), (1, "ok"), (2, "ok")],
     "max_echo": [(0, "error"), (-1, "error"), ("4", "error"), (1.5, "error"), (4, "ok")],
     "batch_size": [(0, "error"), (-64, "error"), ("64", "error"), (1.5, "error"), (True, "error"), (4, "ok")],

@@ -7,21 +7,40 @@ short interleaved segments (so that machine drift hits every policy alike), thro
 down, differently under each policy.
 
 How short: the timing settles within a few dozen fresh batches per policy, far less
-than a training run; 40 fresh batches per policy (in two segments of 20) is the
-default, a few percent of a typical run's steps (docs/howto/should-i-echo.md).
+than a training run; 40 fresh batches per policy is the default, in as many rounds as
+there are policies (segments of 10 for the four default policies): rotated by one
+policy a round, every policy then runs once at every position of a round, so a trend
+in the machine's speed or in the training's progress falls alike on each. Its cost is
+about its fresh batches (policies x batches) at the loader's pace: a few percent of a
+run that needs thousands of fresh batches, more than a whole run of a small job (160
+fresh batches were 63-180% of a sync run to target on the PyTorch jobs of
+benchmarks/torch_job/RESULTS.md); pass fewer `batches` or policies there.
+
+What an echoed step is worth: a `before_step` hook (e.g.
+``echosim.loop.torch.EchoMeter(model, batch_loss).before_step``) adds the loop's signals
+to each report, chiefly the paired next-batch progress, from which the planner reads
+each K's progress per fresh batch against sync's (`echosim.planner.echo_signals`).
+Without it, the planner has only the segments' first-step losses.
 """
 
 from __future__ import annotations
 
-import math
 import numbers
 from collections.abc import Callable, Iterable, Mapping
-
-import numpy as np
 
 __all__ = ["pilot"]
 
 PILOT_POLICIES = ("sync", 2, 4, "greedy")
+
+
+def default_rounds(n_policies: int, batches: int) -> int:
+    """Rounds for `n_policies` policies and `batches` fresh batches each: one per policy (every
+    policy at every position of a round), fewer where segments would get under 5 fresh batches.
+
+    >>> default_rounds(4, 40), default_rounds(4, 12), default_rounds(1, 40)
+    (4, 2, 1)
+    """
+    return max(1, min(int(n_policies), int(batches) // 5))
 
 
 def _limited(loader, n: int):
@@ -39,8 +58,9 @@ def _limited(loader, n: int):
             return
 
 
-def pilot(step: Callable, loader: Iterable, *, policies=PILOT_POLICIES, batches: int = 40, rounds: int = 2,
-          max_echo: int = 64, batch_size: int | None = None, auto: dict | None = None, sync=None) -> list:
+def pilot(step: Callable, loader: Iterable, *, policies=PILOT_POLICIES, batches: int = 40, rounds: int | None = None,
+          max_echo: int = 64, batch_size: int | None = None, auto: dict | None = None, sync=None,
+          before_step: Callable | None = None) -> list:
     """Run ``step(batch)`` under each echo policy for `batches` fresh batches and return the records.
     The pilot trains the model: its steps are real steps of `step` on your weights.
 
@@ -56,14 +76,22 @@ def pilot(step: Callable, loader: Iterable, *, policies=PILOT_POLICIES, batches:
     batches : int
         Fresh batches per policy in all, exactly (split into `rounds` segments whose
         sizes differ by at most one).
-    rounds : int
+    rounds : int, optional
         Segments per policy, interleaved: round r runs every policy once, in an order
         rotated by r. Each segment has at least 2 fresh batches (``batches >= 2 * rounds``).
+        Default: the number of policies (each policy once at every position of a round),
+        as long as segments keep at least 5 fresh batches; fewer rounds otherwise.
     max_echo, batch_size, auto : passed to `echoing` (and checked, whichever policies are piloted).
     sync : callable, optional
         Passed to `echoing`: called before each reading of the loop's clock, e.g.
         ``torch.cuda.synchronize``, so that a GPU's step times are the device's (a pilot
         is a timing run: pass it on a GPU).
+    before_step : callable, optional
+        ``before_step(it, batch) -> dict or None``, called before every step: keyword
+        arguments for ``it.report`` (``lagged_loss=``, ``probe=``), e.g.
+        ``EchoMeter(model, batch_loss).before_step``. `step` must then return the loss. Its
+        time is taken out of the records (``it.paused()``), so that its extra forward passes
+        do not make your step look slower to the plan.
 
     Returns
     -------
@@ -89,6 +117,11 @@ def pilot(step: Callable, loader: Iterable, *, policies=PILOT_POLICIES, batches:
     pols = list(policies) if not isinstance(policies, (str, numbers.Integral)) else [policies]
     if not pols:
         raise ValueError("policies: expected at least one policy")
+    if before_step is not None and not callable(before_step):
+        raise ValueError(f"before_step: expected a callable before_step(it, batch) -> dict of report's keyword "
+                         f"arguments, got {before_step!r:.60}")
+    if rounds is None:
+        rounds = default_rounds(len(pols), batches) if isinstance(batches, numbers.Integral) else 1
     for name, v, lo in (("batches", batches, 2), ("rounds", rounds, 1)):
         if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < lo:
             raise ValueError(f"{name}: expected an integer >= {lo}, got {v!r}")
@@ -115,9 +148,19 @@ def pilot(step: Callable, loader: Iterable, *, policies=PILOT_POLICIES, batches:
                          auto=auto if p == "auto" else None, sync=sync)
             with it:
                 for batch in it:
+                    extra = None
+                    if before_step is not None:
+                        with it.paused():  # the signals' passes are not your step: not in its time
+                            extra = before_step(it, batch)
+                    if extra is not None and not isinstance(extra, Mapping):
+                        raise ValueError(f"before_step: expected a dict of report's keyword arguments or None, "
+                                         f"got {type(extra).__name__}")
                     loss = step(batch)
                     if loss is not None:
-                        it.report(loss)
+                        it.report(loss, **(extra or {}))
+                    elif extra:
+                        raise ValueError("step: returned None, but before_step gave signals to report with the "
+                                         "loss; return the loss from step")
             rec = it.records()
             if rec.n_batches < sizes[r]:
                 what = "no batch" if rec.n_batches == 0 else f"only {rec.n_batches} fresh batches"

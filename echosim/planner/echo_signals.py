@@ -11,7 +11,8 @@ Both read `echosim.loop.Records` and nothing else (the loop is not changed here)
 - `echo_gains`: for each (B, K) with both a fixed-K run and a sync run at the same B, the
   ratio of the progress per fresh batch under K to that under K = 1, with its standard
   error in log: the mean paired next-batch progress (``Records.paired_progress``: the
-  loss of batch t+1 before and after batch t's steps) where the loop reported it, else
+  loss of batch t+1 before and after batch t's steps), against sync's at the same loss
+  level (progress per batch shrinks as training goes on), where the loop reported it, else
   the slope of the run's first-step losses (the loss curve of a pilot's segment). It is K_eff(K) of the echo model, measured: 1 where echoed
   steps only fit the batch's noise, K where each is worth a fresh one. It compares like
   with like only when the runs cover the same stretch of training (a pilot's interleaved
@@ -29,7 +30,7 @@ import math
 
 import numpy as np
 
-__all__ = ["measured_noise_scale", "echo_gains"]
+__all__ = ["echo_gains", "measured_noise_scale", "resolved"]
 
 
 def _flat(records) -> list:
@@ -52,13 +53,42 @@ def measured_noise_scale(records) -> float | None:
 
 
 def _paired(r, min_batches: int):
-    """(mean paired next-batch progress, its variance, n) of one run, or None with fewer than
-    `min_batches` readings."""
+    """(mean paired next-batch progress, its variance, n, mean loss level) of one run, or None
+    with fewer than `min_batches` readings. The level is the mean loss before the progress
+    (the next batch's loss at the weights the batch started from): where training stands."""
     p = np.asarray(r.paired_progress, dtype=float)
-    p = p[np.isfinite(p)]
+    level = np.full(p.size, np.nan)
+    if p.size > 1:
+        level[:-1] = np.asarray(r.lagged_before, dtype=float)[1:]
+    ok = np.isfinite(p)
+    p = p[ok]
     if p.size >= min_batches:
-        return float(p.mean()), float(p.var(ddof=1) / p.size), int(p.size)
+        lv = level[ok]
+        lv = float(np.mean(lv[np.isfinite(lv)])) if np.isfinite(lv).any() else math.nan
+        return float(p.mean()), float(p.var(ddof=1) / p.size), int(p.size), lv
     return None
+
+
+def _reference(base: list, levels: list) -> list:
+    """Sync's progress per fresh batch at each loss level in `levels`: a least-squares line
+    through the sync runs' (level, mean progress), weighted by their readings, evaluated at
+    each level clipped to the sync runs' range; the pooled mean where the sync runs do not
+    span two levels or the line is not positive there. Progress per batch shrinks as the
+    loss falls, so runs from different stretches of training (a pilot's interleaved
+    segments of one run) are compared with sync where sync stood at the same loss."""
+    pooled = float(np.average([e[0] for e in base], weights=[e[2] for e in base]))
+    L = np.array([e[3] for e in base], dtype=float)
+    if len(base) < 2 or not np.isfinite(L).all() or np.ptp(L) <= 0:
+        return [pooled] * len(levels)
+    m = np.array([e[0] for e in base])
+    w = np.array([e[2] for e in base], dtype=float)
+    Lc = float(np.average(L, weights=w))
+    slope = float(np.sum(w * (L - Lc) * m) / np.sum(w * (L - Lc) ** 2))
+    out = []
+    for lv in levels:
+        ref = pooled + slope * (float(np.clip(lv, L.min(), L.max())) - Lc) if math.isfinite(lv) else pooled
+        out.append(ref if ref > 0 else pooled)
+    return out
 
 
 def _curve(r, window: int = 3) -> np.ndarray | None:
@@ -110,12 +140,14 @@ def echo_gains(records, min_batches: int = 8) -> dict:
     """{(B, K): (K_eff, log standard error, n)}: fixed-K runs against sync runs at the same B.
 
     Where every run of the pair reported paired next-batch progress (`min_batches` readings
-    or more), K_eff is the ratio of its mean under K to that under sync (runs of one (B, K)
-    averaged, standard error by the delta method). Otherwise it comes from the loss curves:
+    or more), K_eff is the ratio of its mean under K to sync's at the same loss levels (sync's
+    runs fitted by a line in the level, `_reference`; runs of one (B, K) averaged by their
+    readings; standard error by the delta method). Otherwise it comes from the loss curves:
     the fresh batches each run needs to bring its (smoothed) first-step loss from a first
     level down to lower ones every run reaches, K = 1's over K's, the median over the levels
     (standard error: their
-    spread, at least 0.15). Either is clipped to [1/K, K]. Runs compare like with like when
+    spread, at least 0.15). Either is clipped to [1/K, K], and left out where it is not
+    `resolved` (its 2-SE interval wider than [1, K]). Runs compare like with like when
     they cover the same stretch of training: a pilot's interleaved segments, or runs from the
     same start."""
     by_b: dict = {}
@@ -136,16 +168,31 @@ def echo_gains(records, min_batches: int = 8) -> dict:
             ps = [_paired(r, min_batches) for r in runs]
             est = None
             if all(p is not None for p in ps + base_p):
-                m1 = float(np.mean([e[0] for e in base_p]))
+                # K's progress against sync's at the same loss levels (`_reference`), readings-weighted
+                refs = _reference(base_p, [e[3] for e in ps])
+                n_k = np.array([e[2] for e in ps], dtype=float)
+                m1 = float(np.average(refs, weights=n_k))
                 v1 = float(np.sum([e[1] for e in base_p])) / len(base_p) ** 2
-                mk = float(np.mean([e[0] for e in ps]))
-                vk = float(np.sum([e[1] for e in ps])) / len(ps) ** 2
+                mk = float(np.average([e[0] for e in ps], weights=n_k))
+                vk = float(np.sum(n_k ** 2 * np.array([e[1] for e in ps]))) / n_k.sum() ** 2
                 if m1 > 0:
                     se = math.sqrt(vk / mk ** 2 + v1 / m1 ** 2) if mk > 0 else math.sqrt(v1) / m1 + 1.0
                     est = (mk / m1, se, int(sum(e[2] for e in ps)))
             if est is None and base_c:
                 cs = [c for c in (_curve(r) for r in runs) if c is not None and c.size >= min_batches]
                 est = _curve_gain(base_c, cs) if cs else None
-            if est is not None:
+            if est is not None and resolved(est[1], K):
                 out[(B, K)] = (float(np.clip(est[0], 1.0 / K, float(K))), est[1], est[2])
     return out
+
+
+def resolved(log_se: float, K: int) -> bool:
+    """Does a K_eff measurement with this log standard error say anything? Only if its 2-SE
+    interval is narrower than the whole range from "echoed steps are worthless" (K_eff = 1)
+    to "as good as fresh" (K_eff = K): log-SE <= log(K) / 2. A wider one is noise, and is
+    left out rather than weighed (its clipped value would still move the fit).
+
+    >>> resolved(0.3, 4), resolved(1.3, 4), resolved(0.5, 2)
+    (True, False, False)
+    """
+    return math.isfinite(log_se) and log_se <= math.log(K) / 2

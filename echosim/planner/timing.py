@@ -336,8 +336,14 @@ class CandidateTiming:
         g = pool[0]
         loader = g[2] if g[2] is not None else next((h[2] for h in sorted(
             groups, key=lambda h: abs(math.log(h[0]) - math.log(g[0]))) if h[2] is not None), None)
-        note = None if same else f"{_policy_text(policy, echo)} at B = {B}: timed from the {g[1]} run's records"
-        return loader, g[3], note
+        if same:
+            return loader, g[3], None
+        if k is not None:  # a K no record ran: its step time from a model of step time in K
+            from echosim.planner.recorded import step_time_at
+
+            return loader, step_time_at(groups, k), (f"{_policy_text(policy, echo)} at B = {B}: loader timed from the "
+                                                     f"{g[1]} run's records, step time from a model of step time in K")
+        return loader, g[3], f"{_policy_text(policy, echo)} at B = {B}: timed from the {g[1]} run's records"
 
     def for_candidates(self, cands) -> tuple[list, list[str]]:
         """[(loader, step)] for each `Candidate`, and the notes (each once) on candidates timed

@@ -103,3 +103,40 @@ class Shrinking(Loader):
 def test_a_loader_too_short_for_a_segment_is_refused_with_the_number_needed():
     with pytest.raises(ValueError, match="^loader: it gave only 3 fresh batches .* needs 5 fresh batches"):
         pilot(lambda b: 1.0, Shrinking(n=3), policies=("sync",), batches=10, rounds=2)
+
+
+def test_default_rounds_put_every_policy_at_every_position():
+    recs = pilot(lambda b: 1.0, Loader(n=12), policies=("sync", 2, 4, "greedy"), batches=40)
+    order = [(r.policy, r.echo) for r in recs]
+    assert len(recs) == 16 and all(r.n_batches == 10 for r in recs)
+    names = [("sync", 1), ("fixed", 2), ("fixed", 4), ("greedy", None)]
+    for pos in range(4):  # a Latin square: each policy once at each position of a round
+        assert sorted(order[4 * r + pos] for r in range(4)) == sorted(names)
+    # fewer rounds where segments would get under 5 fresh batches
+    assert len(pilot(lambda b: 1.0, Loader(n=12), policies=("sync", 2), batches=8)) == 2
+
+
+def test_before_step_adds_the_signals_to_each_report():
+    calls = []
+
+    def before(it, batch):
+        calls.append(it.is_echo)
+        assert it._pause_depth == 1  # its time is taken out of the records
+        return {} if it.is_echo else {"lagged_loss": 2.0 + float(batch[0, 0])}
+
+    recs = pilot(lambda b: 1.0, Loader(n=6), policies=("sync", 2), batches=6, rounds=2, before_step=before)
+    assert len(calls) == sum(r.n_steps for r in recs)  # called before every step
+    for r in recs:  # the paired progress of batch t: batch t+1's lagged loss minus its loss (1.0)
+        p = r.paired_progress[:-1]
+        assert np.allclose(p, 1.0 + np.arange(1, r.n_batches)), p
+
+
+@pytest.mark.parametrize("kw, match", [
+    ({"before_step": 3}, "^before_step: expected a callable"),
+    ({"before_step": lambda it, b: [1]}, "^before_step: expected a dict"),
+    ({"before_step": lambda it, b: {"lagged_loss": 1.0}, "step": lambda b: None}, "^step: returned None"),
+])
+def test_bad_hooks(kw, match):
+    args = {"step": lambda b: 1.0, **kw}
+    with pytest.raises(ValueError, match=match):
+        pilot(args.pop("step"), Loader(), policies=("sync",), batches=4, **args)

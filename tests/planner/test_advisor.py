@@ -168,7 +168,7 @@ def test_timing_from_records_is_taken_per_policy():
     assert by(p, "sync")["R"] == pytest.approx(0.03 / 0.010)
     sync, greedy = by(p, "sync"), by(p, "greedy")
     assert greedy["echo"] == pytest.approx(0.04 / 0.012, rel=0.1)
-    assert any("fixed K=2 at B = 256: timed from the" in n for n in p.notes)
+    assert any("fixed K=2 at B = 256: loader timed from the" in n and "model of step time in K" in n for n in p.notes)
     assert sync["throughput"] == pytest.approx(1 / 0.03, rel=0.05)
 
 

@@ -96,3 +96,40 @@ def test_gains_from_loss_curves_when_no_paired_progress():
     segs = [curve_run("sync", 0.2, seed=s) for s in (0, 1)] + [curve_run(4, 0.5, seed=s) for s in (2, 3)]
     (g, se, n), = [echo_gains(segs)[(256, 4)]]
     assert g == pytest.approx(2.5, rel=0.05) and se <= 0.2 and n == 80
+
+
+def test_gains_at_the_same_loss_level_in_a_pilot_s_interleaved_segments():
+    """Sync's segments come earlier in training (where progress per batch is larger) than K's:
+    comparing means pools different stretches; comparing at the same loss level does not."""
+    rng = np.random.default_rng(0)
+    gains = {"sync": 1.0, 4: 2.5}
+    loss, recs = 3.0, []
+    order = ["sync", 4, "sync", 4, 4, "sync", "sync", 4]
+    for policy in order:
+        it = echosim.echoing(range(10), policy, batch_size=64)
+        prev = None
+        for _ in it:
+            if it.is_echo:
+                it.report(loss)
+                continue
+            e = 0.002 * rng.normal()
+            it.report(loss + e, **({} if prev is None else {"lagged_loss": (prev + e, loss + e)}))
+            prev = loss
+            loss -= gains[policy] * 0.03 * (loss - 1.0)  # this batch's steps, seen by the next one
+        recs.append(it.records())
+    (g, se, n), = [echo_gains(recs)[(64, 4)]]
+    assert g == pytest.approx(2.5, rel=0.1) and se < 0.2 and n == 4 * 9  # 9 paired readings a segment
+    # pooled means, as before: biased low (sync sat higher on the curve)
+    pm = [np.nanmean(r.paired_progress) for r in recs]
+    naive = np.mean([m for m, p in zip(pm, order) if p == 4]) / np.mean([m for m, p in zip(pm, order) if p == "sync"])
+    assert naive < 2.0
+
+
+def test_a_gain_the_readings_do_not_resolve_is_left_out():
+    """Readings whose noise swamps the difference between K_eff = 1 and K_eff = K say nothing:
+    left out (the plan then says no echoed measurement), not weighed at a clipped value."""
+    sync = run("sync", progress=1.0, noise=0.05)
+    k4 = run(4, progress=0.3, noise=8.0, seed=1)   # progress 0.3 +- 8 per reading: unresolved
+    assert echo_gains([sync, k4]) == {}
+    k4 = run(4, progress=0.3, noise=0.05, seed=1)  # the same mean, resolved: kept
+    assert echo_gains([sync, k4])[(64, 4)][0] == pytest.approx(0.3, rel=0.1)
