@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -19,11 +20,13 @@ from echosim.pipeline.schedule import echo_schedule
 from echosim.pipeline.sizes import check_fits
 from echosim.training.compiling import compile_notice, kernel_of
 from echosim.training.feeds import BatchFeed, ExampleFeed, RowStream, Windows, chunk_batches
-from echosim.training.kernel import State
 from echosim.training.losses import get_loss
 from echosim.training.methods import METHODS, Optimizer, learning_rates
 from echosim.training.problems import BATCHES_PER_BLOCK, Problem
 from echosim.training.trajectory import DIVERGENCE_FACTOR, Trajectory, explicit_points, log_points
+
+if TYPE_CHECKING:
+    from echosim.training.kernel import State
 
 __all__ = ["Run", "RunState"]
 
@@ -55,6 +58,8 @@ class RunState:
     @classmethod
     def start(cls, W: np.ndarray, method) -> RunState:
         """The state before the first step from the iterates W (L, d) in the run's dtype."""
+        from echosim.training.kernel import State  # its import defines the kernels: not at this module's
+
         return cls(kernel=State.start(W, method), diverged_unit=[None] * len(W))
 
 

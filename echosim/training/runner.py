@@ -46,6 +46,7 @@ __all__ = [
     "run",
     "run_coupled",
     "run_many",
+    "run_shared",
     "start",
     "start_many",
 ]
@@ -263,3 +264,44 @@ def run_many(problem: Problem, optimizers, *, batch_size: int, echo=1, n_batches
     state = _advanced(problem, optimizers, True, batch_size, echo, n_batches, seed, dtype, log, log_unit, w0,
                    first_loss, quiet)
     return state.trajectories()
+
+
+def run_shared(problem: Problem, members, *, batch_size: int, n_batches: int | None = None, seed: int = 0,
+               dtype="float64", log="auto", log_unit: str = "batch", w0=None, first_loss: bool = False,
+               quiet: bool = False) -> list:
+    """Several runs of one fresh-batch stream (`problem`, B, `seed`, `dtype`) advanced side
+    by side, window by window, so that each window of fresh batches is drawn once.
+
+    `members` are ``(optimizer, echo)`` or ``(optimizer, echo, log)`` tuples: `optimizer`
+    one spec (a `run`) or a list of specs of one method that differ only in lr (a
+    `run_many`); `echo` its K, K_t or Schedule (a Pipeline is simulated first: its
+    schedule depends on the pipeline's seed, not the data's); `log` its own log points
+    (default `log`). Members may differ in method, K, K_t and lr: they read the same
+    fresh batches (common random numbers), and each member's kernel consumes a window
+    while it is in cache. Returns, per member, what `run` (a Trajectory) or `run_many`
+    (a list) gives for it alone, bitwise: every kernel call sees the same arrays and
+    state as alone. A member that diverges stops drawing; members under example
+    echoing gather their own batches. The other arguments are `run`'s.
+    """
+    members = list(members)
+    if not members:
+        raise ValueError("members: give at least one (optimizer, echo) pair")
+    windows, runs = None, []
+    for i, member in enumerate(members):
+        if not isinstance(member, tuple) or len(member) not in (2, 3):
+            raise ValueError(f"members[{i}]: an (optimizer, echo) or (optimizer, echo, log) tuple, got {member!r}")
+        opts, echo, *own_log = member
+        if isinstance(echo, Pipeline):
+            raise ValueError(f"members[{i}]: echo is a Pipeline; give its Schedule (simulate(pipeline, ...))")
+        many = not isinstance(opts, Optimizer)
+        state, n, lr = _whole(problem, list(opts) if many else [opts], many, batch_size, echo, n_batches, seed,
+                              dtype, own_log[0] if own_log else log, log_unit, w0, first_loss, quiet, windows)
+        if windows is None and isinstance(state.feed, BatchFeed):
+            windows = state.feed.windows
+        runs.append((state, state.units(n, lr)))
+    done = object()
+    with compile_notice(quiet, ", ".join(dict.fromkeys(state.kernel_name for state, _ in runs))):
+        going = [units for _, units in runs]
+        while going:  # one window each, in turn: the first to reach a window draws it
+            going = [units for units in going if next(units, done) is not done]
+    return [state.trajectories() if state.many else state.trajectory() for state, _ in runs]
