@@ -223,8 +223,9 @@ class Run:
 
     def units(self, n, lr):
         """`advance_units` as a generator that yields after each piece of the feed (a window
-        of drawn batches): `echosim.training.runner.run_shared` advances several runs of
-        one stream window by window in step, so that each window is drawn once."""
+        of drawn batches) but the last: `echosim.training.runner.run_shared` advances
+        several runs of one stream window by window in step, so that each window is drawn
+        once."""
         feed, st = self.feed, self.state
         u0, W, diverged = st.n_units, st.kernel.W, st.kernel.diverged
         cum_new = (feed.steps_after(np.arange(u0 + 1, u0 + n + 1)) if self.by_step else
@@ -260,7 +261,8 @@ class Run:
                 st.diverged_unit[c] = s + int(diverged[c]) + 1
             if alive == 0:
                 break
-            yield
+            if e < u0 + n:  # after the last piece, finish at once (its logs still in cache)
+                yield
         st.logged.append((at, log_w, log_avg, log_end))
         st.cum.append(cum_new)
         st.n_units += n

@@ -1,5 +1,6 @@
 """One driver for runs of one optimizer or of L learning rates at once, advanced whole
-(`run`, `run_many`) or block by block (`start`, `start_many`, then `Run.advance`).
+(`run`, `run_many`) or block by block (`start`, `start_many`, then `Run.advance`), and
+for runs of one fresh-batch stream side by side, each window drawn once (`run_shared`).
 
 The step counts K_t come from `echo`: an int (every batch), an array (one per batch),
 or a pipeline `Schedule`, which also gives the simulated wall-clock time of every
@@ -73,7 +74,6 @@ def _as_schedule(echo, n_batches) -> Schedule:
             raise ValueError(f"n_batches={n_batches} does not match the schedule's {echo.n_batches} batches")
         return echo
     return echo_schedule(echo, n_batches)
-
 
 
 # --------------------------------------------------------------------------- the public faces
@@ -299,9 +299,18 @@ def run_shared(problem: Problem, members, *, batch_size: int, n_batches: int | N
         if windows is None and isinstance(state.feed, BatchFeed):
             windows = state.feed.windows
         runs.append((state, state.units(n, lr)))
-    done = object()
+    done, out = object(), [None] * len(runs)
     with compile_notice(quiet, ", ".join(dict.fromkeys(state.kernel_name for state, _ in runs))):
-        going = [units for _, units in runs]
+        going = list(range(len(runs)))
         while going:  # one window each, in turn: the first to reach a window draws it
-            going = [units for units in going if next(units, done) is not done]
-    return [state.trajectories() if state.many else state.trajectory() for state, _ in runs]
+            still = []
+            for i in going:
+                state, units = runs[i]
+                if next(units, done) is not done:
+                    still.append(i)
+                    continue
+                # finished: its results now, while its logs are in cache, and its state let go
+                out[i] = state.trajectories() if state.many else state.trajectory()
+                runs[i] = None
+            going = still
+    return out
