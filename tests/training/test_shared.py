@@ -49,7 +49,7 @@ def _members():
 
 def _alone(problem, member, dtype):
     opts, echo = member
-    kw = dict(batch_size=B, echo=echo, n_batches=T, seed=SEED, dtype=dtype, log="all", quiet=True)
+    kw = {"batch_size": B, "echo": echo, "n_batches": T, "seed": SEED, "dtype": dtype, "log": "all", "quiet": True}
     return run_many(problem, opts, **kw) if isinstance(opts, list) else [run(problem, opts, **kw)]
 
 
