@@ -228,8 +228,6 @@ def _execute_coupled(spec) -> dict:
     return _payload(spec, problem, c.schedule, info, c.trajectory, B, time.perf_counter() - t0)
 
 
-
-
 # --------------------------------------------------------------------------- runs of one stream
 
 
@@ -283,9 +281,9 @@ def execute_cell(specs) -> list[dict]:
     except Exception:  # noqa: BLE001 - a failed run is data, not a crash: each group records its own
         return _in_order(specs, groups, [execute_group(g) for g in groups])
     elapsed = (time.perf_counter() - t0) / len(specs)
-    return _in_order(specs, groups, [[_payload(spec, problem, schedule, dict(info), traj, kw["batch_size"], elapsed)
+    return _in_order(specs, groups, [[_payload(spec, prob, schedule, dict(info), traj, kw["batch_size"], elapsed)
                                       for spec, traj in zip(group, group_trajs)]
-                                     for group, (_, schedule, info, kw), group_trajs in zip(groups, settings, trajs)])
+                                     for group, (prob, schedule, info, kw), group_trajs in zip(groups, settings, trajs)])
 
 
 def _in_order(specs, groups, payloads) -> list[dict]:
