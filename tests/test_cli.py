@@ -367,13 +367,13 @@ for i in range(len(parts) - 1, 0, -1):
 real = getattr(owner, parts[-1])
 
 def block(*args, **kwargs):  # reached the phase: say so, then wait for Ctrl-C
-    if one_idle and not (args[0][0].echo == 4 and args[0][0].repetition == 0):
-        out = real(*args, **kwargs)  # every other group runs and its worker goes idle
+    if one_idle and args[0][0].repetition != 0:
+        out = real(*args, **kwargs)  # the other cell (repetition 1) runs and its worker goes idle
         open(f"{flag}.{args[0][0].run_id}", "w").close()
         return out
     if one_idle:
         import glob, time
-        while len(glob.glob(flag + ".*")) < 5:
+        while len(glob.glob(flag + ".*")) < 1:
             time.sleep(0.01)
     open(flag, "w").close()
     threading.Event().wait()
@@ -388,9 +388,9 @@ raise SystemExit(main(argv))
 _PHASES = {
     "reading the config": ("echosim.experiments.config.parse_config", []),
     "compiling": ("echosim.experiments.executors._compile", ["--workers", "2"]),
-    "runs in worker processes": ("echosim.experiments.executors.execute_group", ["--workers", "2"]),
-    "runs in this process": ("echosim.experiments.executors.execute_group", ["--workers", "1"]),
-    "the last run, one worker idle": ("echosim.experiments.executors.execute_group", ["--workers", "2", "--one-idle"]),
+    "runs in worker processes": ("echosim.experiments.executors.execute_cell", ["--workers", "2"]),
+    "runs in this process": ("echosim.experiments.executors.execute_cell", ["--workers", "1"]),
+    "the last run, one worker idle": ("echosim.experiments.executors.execute_cell", ["--workers", "2", "--one-idle"]),
     "writing the store": ("echosim.experiments.store.Store.flush", ["--workers", "1"]),
     "merging": ("echosim.experiments.tables.merge", ["--workers", "1"]),
     "plotting": ("echosim.plots.views.plot_results", ["--workers", "1"]),

@@ -14,7 +14,7 @@ LAYERS = ("theory", "echosim._files", "echosim._validate", "echosim.control", "e
 PURE = ("theory", "echosim._files", "echosim._validate", "echosim.control", "echosim.pipeline", "echosim.training")
 PURE_THIRD_PARTY = {"numpy", "numba", "scipy"}
 FACADES = {"echosim", "echosim._moved", "echosim.__main__", "echosim._version", "echosim.datasets"}
-LAZY_OPTIONAL = {"echosim.training.runner": {"pandas"}}
+LAZY_OPTIONAL = {"echosim.training.trajectory": {"pandas"}}
 """Optional libraries a pure module may import inside a function: `Trajectory.to_frame`
 returns a pandas DataFrame where pandas is installed (the `sweep` extra), for notebooks."""
 

@@ -1,8 +1,10 @@
 """The run assembler: one resolved `RunSpec` → problem, optimizer and schedule → a
 Trajectory → a payload of plain dicts and arrays. Every run of every command goes
-through `execute_run`, or through `execute_group` for runs that differ only in the
-learning rate (one pass over their common batches); a run's own exception becomes a
-"failed" payload, never a crash.
+through `execute_run`, through `execute_group` for runs that differ only in the
+learning rate (one kernel call over their common batches), or through `execute_cell`
+for runs that share a fresh-batch stream (problem, B, data seed, dtype): their
+learning-rate groups, of any K, schedule or method, advance side by side over one
+draw of each batch. A run's own exception becomes a "failed" payload, never a crash.
 """
 
 from __future__ import annotations
@@ -16,12 +18,11 @@ from echosim.experiments import store
 from echosim.experiments.specs import build_optimizer, build_pipeline, build_problem
 from echosim.pipeline.model import POLICIES
 
-__all__ = ["execute_run", "execute_group", "group_by_learning_rate", "schedule_of", "is_coupled"]
+__all__ = ["execute_run", "execute_group", "execute_cell", "group_by_learning_rate", "group_by_stream",
+           "schedule_of", "is_coupled"]
 
 
 # --------------------------------------------------------------------------- one run
-
-
 
 
 def schedule_of(spec):
@@ -227,3 +228,65 @@ def _execute_coupled(spec) -> dict:
     return _payload(spec, problem, c.schedule, info, c.trajectory, B, time.perf_counter() - t0)
 
 
+# --------------------------------------------------------------------------- runs of one stream
+
+
+def stream_key(spec) -> str:
+    """What the runs of one cell share: the fresh-batch stream (problem, B, data seed,
+    dtype) and the log unit, under batch echoing. A run whose schedule depends on its
+    losses (a coupled policy) or that gathers examples across batches (a policy that
+    shuffles examples) keeps its learning-rate group's key: a cell of its own."""
+    from echosim.experiments.specs import canonical_json
+
+    if is_coupled(spec) or (spec.pipeline is not None and POLICIES[spec.pipeline["policy"]].shuffles_examples):
+        return group_key(spec)
+    return canonical_json({"problem": spec.problem, "batch_size": spec.optimizer["batch_size"], "seed": spec.seed,
+                           "dtype": spec.run.get("dtype", "float64"), "log_unit": spec.run.get("log_unit", "batch")})
+
+
+def group_by_stream(specs) -> list[list]:
+    """Split specs into cells that share one fresh-batch stream (`stream_key`), in order
+    of first appearance: the sweep's unit of work (`execute_cell`)."""
+    cells: dict[str, list] = {}
+    for spec in specs:
+        cells.setdefault(stream_key(spec), []).append(spec)
+    return list(cells.values())
+
+
+def execute_cell(specs) -> list[dict]:
+    """`[execute_run(s) for s in specs]` for specs of one cell (see `group_by_stream`): its
+    learning-rate groups advanced side by side, window by window, over one draw of each
+    window of fresh batches (`echosim.training.runner.run_shared`).
+
+    Each payload is bitwise what the spec gives alone except ``elapsed_s``: the cell's
+    time, split evenly. A cell that fails as a whole falls back to one learning-rate
+    group at a time (`execute_group`), so each run records its own error.
+    """
+    from echosim.training.runner import run_shared
+
+    specs = list(specs)
+    if len({stream_key(s) for s in specs}) > 1:
+        raise ValueError("execute_cell: the specs do not share one fresh-batch stream")
+    groups = group_by_learning_rate(specs)
+    if len(groups) <= 1 or is_coupled(specs[0]):
+        return _in_order(specs, groups, [execute_group(g) for g in groups])
+    t0 = time.perf_counter()
+    try:
+        settings = [_setting(g[0]) for g in groups]
+        problem, _, _, kwargs = settings[0]
+        members = [([build_optimizer(s.optimizer) for s in g], kw["echo"], kw["log"])
+                   for g, (_, _, _, kw) in zip(groups, settings)]
+        trajs = run_shared(problem, members, batch_size=kwargs["batch_size"], seed=kwargs["seed"],
+                           dtype=kwargs["dtype"], log_unit=kwargs["log_unit"], quiet=True)
+    except Exception:  # noqa: BLE001 - a failed run is data, not a crash: each group records its own
+        return _in_order(specs, groups, [execute_group(g) for g in groups])
+    elapsed = (time.perf_counter() - t0) / len(specs)
+    return _in_order(specs, groups, [[_payload(spec, prob, schedule, dict(info), traj, kw["batch_size"], elapsed)
+                                      for spec, traj in zip(group, group_trajs)]
+                                     for group, (prob, schedule, info, kw), group_trajs in zip(groups, settings, trajs)])
+
+
+def _in_order(specs, groups, payloads) -> list[dict]:
+    """The payloads of `groups` (lists parallel to each group) in the order of `specs`."""
+    done = {id(spec): p for group, ps in zip(groups, payloads) for spec, p in zip(group, ps)}
+    return [done[id(spec)] for spec in specs]

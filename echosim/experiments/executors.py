@@ -3,9 +3,9 @@ their parent) or on a Dask cluster, and yield each payload as it finishes; progr
 
 Workers only compute: the sweep's process writes every result to the store, so
 workers need no shared disk and a killed worker never leaves half a file. The unit
-of work is a group of runs that differ only in the learning rate
-(`echosim.experiments.assemble.execute_group`): their fresh batches are generated and
-read once for all of them, and each run's result is the same as alone.
+of work is a cell of runs that share a fresh-batch stream
+(`echosim.experiments.assemble.execute_cell`): their fresh batches are generated once
+for all of them, and each run's result is the same as alone.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import time
 from collections.abc import Iterator
 
 from echosim.experiments import store
-from echosim.experiments.assemble import _one_line, execute_group, group_by_learning_rate
+from echosim.experiments.assemble import _one_line, execute_cell, group_by_stream
 from echosim.experiments.specs import SweepConfig
 
 __all__ = ["SweepError", "default_workers", "serial", "local", "dask", "check_scheduler"]
@@ -71,8 +71,8 @@ def _die_with_parent(parent: int) -> None:
 
 
 def _tasks(pending) -> list[list]:
-    """Groups of runs that share everything but the learning rate, biggest first."""
-    groups = group_by_learning_rate(pending)
+    """Cells of runs that share a fresh-batch stream, biggest first."""
+    groups = group_by_stream(pending)
     groups.sort(key=lambda g: -g[0].optimizer["batch_size"] * g[0].run.get("n_batches", 1) * len(g))
     return groups
 
@@ -80,7 +80,7 @@ def _tasks(pending) -> list[list]:
 def serial(pending) -> Iterator[dict]:
     """Run every spec in this process."""
     for group in _tasks(pending):
-        yield from execute_group(group)
+        yield from execute_cell(group)
 
 
 def local(pending, workers: int) -> Iterator[dict]:
@@ -102,7 +102,7 @@ def local(pending, workers: int) -> Iterator[dict]:
                     group = next(it, None)
                     if group is None:
                         break
-                    inflight[pool.submit(execute_group, group)] = group
+                    inflight[pool.submit(execute_cell, group)] = group
                 if not inflight:
                     break
                 done, _ = wait(inflight, return_when=FIRST_COMPLETED)
@@ -211,7 +211,7 @@ def dask(pending, scheduler: str) -> Iterator[dict]:
     try:
         client.run(_warm_parts, *_kernel_parts(None, runs=pending))
         groups = _tasks(pending)
-        futures = client.map(execute_group, groups, key=[f"echosim-group-{g[0].run_id}" for g in groups])
+        futures = client.map(execute_cell, groups, key=[f"echosim-cell-{g[0].run_id}" for g in groups])
         by_key = {f.key: g for f, g in zip(futures, groups)}
         for fut in as_completed(futures, loop=client.loop):
             try:

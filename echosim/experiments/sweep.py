@@ -10,9 +10,10 @@ existing Dask distributed cluster instead. A run's result depends only on its sp
 the tables are bitwise identical with 1 worker, N workers or Dask — except
 ``elapsed_s``, the run's own wall time.
 
-The unit of work is `echosim.experiments.assemble.execute_group`: the runs of one data
-seed that differ only in the learning rate. Exceptions become a "failed" payload
-carrying the error, never a result.
+The unit of work is `echosim.experiments.assemble.execute_cell`: the runs that share a
+fresh-batch stream (problem, B, data seed, dtype), whatever their learning rate, K or
+method, advanced side by side over one draw of each batch. Exceptions become a
+"failed" payload carrying the error, never a result.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from echosim.experiments import store, tables
-from echosim.experiments.assemble import _log_at, execute_group, group_by_learning_rate, group_key
+from echosim.experiments.assemble import _log_at, execute_group, group_by_stream, group_key
 from echosim.pipeline.model import POLICIES
 from echosim.pipeline.schedule import mean_batch_time
 from echosim.experiments import executors
@@ -256,7 +257,7 @@ def run_sweep(config: SweepConfig, out=None, *, workers: int | None = None, sche
                 return
             if not counter["new"] and scheduler is None:
                 counter["compile"] = executors.warm_up(config, workers, announce=stream if progress else None)
-            used = 0 if scheduler is not None else min(workers, len(group_by_learning_rate(pending)))
+            used = 0 if scheduler is not None else min(workers, len(group_by_stream(pending)))
             counter["workers"] = max(counter["workers"], used)
             if scheduler is not None:
                 finished = executors.dask(pending, scheduler)
@@ -463,7 +464,7 @@ def estimate(config: SweepConfig, out=None, workers: int | None = None, store_di
         t_sum += time.perf_counter() - t
         u_sum += sum(_cost_units(s) for s in shorts)
     kappa = t_sum / u_sum
-    w = min(workers, len(groups))
+    w = min(workers, len(group_by_stream(pending)))
     seconds = kappa * units.sum() / w
     return {"n_runs": len(config.runs), "n_pending": len(pending), "seconds": float(seconds),
             "compile_seconds": compile_s, "workers": w,

@@ -98,3 +98,28 @@ def test_a_long_pipeline_run_gives_the_payload_of_one_that_holds_its_steps(budge
     for spec, want in zip(runs, held):
         assert want["summary"]["status"] == "ok" and want["summary"]["n_steps"] > 10 * 29
         assert_payloads_equal(execute_run(spec), want)
+
+
+def test_a_cell_of_one_stream_gives_each_run_what_it_gives_alone():
+    """Runs that share a fresh-batch stream (same problem, B, data seed) but differ in lr, K and
+    method run side by side in one cell, each bitwise its own run (elapsed_s aside)."""
+    from echosim.experiments.assemble import execute_cell, group_by_stream
+
+    runs = parse_config({
+        "problem": {"kind": "logistic", "dim": 3, "radius": 0.5, "w_star_norm": 3.0},
+        "pipeline": {"arrival": {"kind": "gamma", "mean": 3.0, "cv": 0.5}},
+        "optimizer": {"lr": [0.5, 4.0, 1e7], "batch_size": 8, "echo": [1, 3],
+                      "method": ["echoed_gd", "echoed_nesterov"]},
+        "sweep": {"n_batches": 40, "repetitions": 2, "name": "cells"},
+    }).runs
+    cells = group_by_stream(runs)
+    assert [len(c) for c in cells] == [12, 12]  # one cell per repetition (data seed)
+    assert all(len({s.seed for s in c}) == 1 for c in cells)
+    for cell in cells:
+        got = execute_cell(cell)
+        for payload, spec in zip(got, cell, strict=True):
+            assert payload["summary"]["run_id"] == spec.run_id
+            assert_payloads_equal(payload, execute_run(spec))
+    assert {p["summary"]["status"] for p in got} == {"ok", "diverged"}
+    with pytest.raises(ValueError, match="one fresh-batch stream"):
+        execute_cell(cells[0][:1] + cells[1][:1])

@@ -252,10 +252,10 @@ dim = 20
 [optimizer]
 lr = [0.3, 1.0, 3.0, 10.0]
 batch_size = 256
-echo = [1, 2, 4, 8, 16]
+echo = [1, 2, 4, 8]
 [sweep]
-n_batches = 400
-repetitions = 4
+n_batches = 200
+repetitions = 16   # 16 tasks (a cell per data seed): far from done when the first runs report
 name = "kill"
 lr_extend = 0
 """
