@@ -13,7 +13,7 @@ import numpy as np
 
 from echosim._validate import check_int
 
-__all__ = ["AUTO_LOG_MAX", "DIVERGENCE_FACTOR", "Trajectory", "explicit_points", "log_points"]
+__all__ = ["AUTO_LOG_MAX", "DIVERGENCE_FACTOR", "FRAME_UNITS", "Trajectory", "explicit_points", "log_points"]
 
 AUTO_LOG_MAX = 2000
 """log="auto": log every ⌈n/2000⌉ units (and the last), so at most about 2000 points:
@@ -22,6 +22,16 @@ the one rule for `run` and for sweeps (`echosim.experiments.assemble`)."""
 DIVERGENCE_FACTOR = 100.0
 """A run diverges where the last iterate's excess risk exceeds this multiple of F(w₀)."""
 
+
+FRAME_UNITS = {
+    "batches": "fresh batches consumed",
+    "steps": "optimizer steps taken",
+    "time": "simulated wall-clock, in the pipeline's time unit (NaN without a clock)",
+    "risk": "excess risk F(w) - F* of the last iterate, in the loss's unit",
+    "risk_avg": "excess risk of the average of every step's iterate, in the loss's unit",
+    "risk_end_avg": "excess risk of the average of batch-end iterates, in the loss's unit",
+}
+"""`Trajectory.to_frame`'s columns and their units (the frame's ``attrs["units"]``)."""
 
 @dataclass(frozen=True)
 class Trajectory:
@@ -94,7 +104,8 @@ class Trajectory:
         return out
 
     def to_frame(self):
-        """The logged points as a pandas DataFrame (one row per point; pandas: the ``sweep`` extra)."""
+        """The logged points as a pandas DataFrame (one row per point; pandas: the ``sweep`` extra),
+        each column's unit in ``frame.attrs["units"]`` (`FRAME_UNITS`)."""
         try:
             import pandas as pd  # an optional library, imported here only (tests/test_layers.py)
         except ImportError:
@@ -102,7 +113,9 @@ class Trajectory:
         columns = {"batches": self.batches, "steps": self.steps,
                    "time": np.full(len(self), np.nan) if self.time is None else self.time,
                    "risk": self.risk, "risk_avg": self.risk_avg, "risk_end_avg": self.risk_end_avg}
-        return pd.DataFrame(columns)
+        frame = pd.DataFrame(columns)
+        frame.attrs["units"] = FRAME_UNITS
+        return frame
 
 
 def log_points(log, n: int) -> np.ndarray:

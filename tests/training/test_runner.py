@@ -515,6 +515,7 @@ def test_trajectory_to_frame_has_one_row_per_logged_point():
     assert isinstance(frame, pd.DataFrame) and len(frame) == len(traj)
     np.testing.assert_array_equal(frame["risk"], traj.risk)
     assert frame["time"].isna().all()
+    assert set(frame.columns) == set(frame.attrs["units"])  # every column says its unit
 
 
 def test_trajectory_to_frame_without_pandas_names_the_extra(monkeypatch):
