@@ -15,7 +15,8 @@ import tempfile
 
 import numpy as np
 
-__all__ = ["PROBLEMS", "problem_config", "lr_grid_for", "method_lr_grid", "run_config", "initial_budget"]
+__all__ = ["PROBLEMS", "problem_config", "lr_grid_for", "method_lr_grid", "run_config", "initial_budget",
+           "processes_for"]
 
 PROBLEMS = {
     # ill-conditioned (eigenvalues i^-2, condition number 100), so curvature, not only noise, sets T
@@ -111,6 +112,46 @@ def _candidate_words(cands) -> str:
     return ", ".join(out)
 
 
+PARALLEL_WORK = 1e9
+"""Kernel work (fresh batches · B · d · K, summed over a sweep's runs; about 0.4 s on one
+core here) below which the planner runs a sweep in its own process: forking workers, each
+drawing its own batches, costs more than it saves."""
+
+
+def processes_for(processes: int, work: float) -> int:
+    """Worker processes for one of the planner's sweeps: 1 for less than `PARALLEL_WORK`,
+    else at most `processes`, the cores, and the cores the 1-minute load average leaves
+    idle plus this process's own (as ``make --load-average`` does): on a busy host, extra
+    processes only add their start-up. Results do not depend on it (see
+    `echosim.experiments.sweep`)."""
+    import os
+
+    from echosim.experiments.executors import default_workers
+
+    if processes <= 1 or work < PARALLEL_WORK:
+        return 1
+    try:
+        load = os.getloadavg()[0]
+    except (OSError, AttributeError):  # pragma: no cover - no load average here
+        return processes
+    cores = default_workers()
+    return max(1, min(processes, cores, int(cores - load) + 1))
+
+
+def _sweep_work(cs, n_batches: int, B: int, dim: int, n_lr: int, seeds: int) -> float:
+    """`PARALLEL_WORK`'s units for candidates `cs` run `n_batches` fresh batches at each of
+    `n_lr` learning rates and `seeds` seeds (K of greedy and auto: the ratio R, at most max_echo)."""
+    from echosim.pipeline.model import POLICIES
+
+    def k(c):
+        p = POLICIES[c["policy"]]
+        if p.takes_echo:
+            return float(c["echo"])
+        return min(float(c.get("R", 1.0)), float(c.get("max_echo") or 1)) if p.capped else 1.0
+
+    return n_batches * B * dim * n_lr * seeds * sum(k(c) for c in cs)
+
+
 _MAX_BUDGET = 64_000
 """Fresh batches beyond which the sync baseline's budget is no longer doubled (form (a))."""
 
@@ -183,8 +224,9 @@ def run_candidates(specs, times, pconf, ctx, target, processes, results, progres
     (1 + target)·F* and stays there to the end of the run. The budget of fresh batches
     is first found on the sync baseline (doubled until it reaches the target), then the
     same rule, 1.5× the baseline's T, is given to every candidate. `specs` are
-    `echosim.planner.candidates.Candidate`s, `times` their (loader, step) service times;
-    returns (one `Outcome` per candidate, source text, notes).
+    `echosim.planner.candidates.Candidate`s, `times` their (loader, step) service times,
+    ``ctx["problem"]`` the problem built from `pconf` (built here if absent); returns
+    (one `Outcome` per candidate, source text, notes).
     """
     from echosim.pipeline.model import POLICIES
     from echosim.planner.candidates import BASELINE, Outcome
@@ -198,7 +240,9 @@ def run_candidates(specs, times, pconf, ctx, target, processes, results, progres
     require_extras()  # before saying what is simulated next
     optimizer = dict(ctx.get("optimizer") or {})
     failed = ctx.setdefault("failed_runs", {})  # run id -> what failed, over every sweep below
-    problem_obj = _probe(pconf, optimizer)
+    problem_obj = ctx.get("problem")  # built by the caller when it checked the inputs
+    if problem_obj is None:
+        problem_obj = _probe(pconf, optimizer)
     lr = method_lr_grid(optimizer.get("method", "echoed_gd"), problem_obj)
     window = 1
     notes = []
@@ -236,7 +280,10 @@ def run_candidates(specs, times, pconf, ctx, target, processes, results, progres
                                                                     for c in cs]}
             else:
                 p["policy"] = list(dict.fromkeys(pol))
-            rep = run_config(data, processes, results, progress, desc)[1]
+            n_lr = round((math.log10(lr["stop"]) - math.log10(lr["start"])) * lr["per_decade"]) + 1
+            work = _sweep_work(cs, n_batches, data["optimizer"]["batch_size"], problem_obj.n_features, n_lr,
+                               ctx["seeds"])
+            rep = run_config(data, processes_for(processes, work), results, progress, desc)[1]
             _collect_failures(rep.summary, failed)
             return rep
 
