@@ -11,12 +11,13 @@ the grid of a method (its row's own, or that one).
 from __future__ import annotations
 
 import math
+import sys
 import tempfile
 
 import numpy as np
 
 __all__ = ["PROBLEMS", "problem_config", "lr_grid_for", "method_lr_grid", "run_config", "initial_budget",
-           "processes_for"]
+           "processes_for", "compile_first"]
 
 PROBLEMS = {
     # ill-conditioned (eigenvalues i^-2, condition number 100), so curvature, not only noise, sets T
@@ -88,8 +89,6 @@ def run_config(data: dict, workers: int, store_dir=None, progress=False, desc: s
 
 def _say(text: str) -> None:
     """One line on stderr before a wait: what is simulated next."""
-    import sys
-
     try:
         print(text, file=sys.stderr, flush=True)
     except (OSError, ValueError):  # pragma: no cover - stderr gone
@@ -160,6 +159,37 @@ def initial_budget(B: int) -> int:
     """Fresh batches the sync baseline's first runs get at batch size B (form (a) doubles
     it until the baseline reaches the target, up to `_MAX_BUDGET`)."""
     return int(max(40, min(4000, 6000 / math.sqrt(B))))
+
+
+def compile_first(pconf: dict, optimizer: dict, pipeline: dict, policies, max_echo: int, processes: int,
+                  announce=None) -> None:
+    """Compile (or load from Numba's cache) every kernel the plan's sweeps will use, before
+    the first: the optimizer's (one per layout, and the one recording first-step losses
+    for a coupled policy such as "auto"), the batch draws and the pipeline simulator
+    (`echosim.experiments.executors.warm_up` on a one-batch copy of the plan's config).
+    With `processes` ≥ 2 a helper process compiles the last two while this one compiles
+    the optimizer's, whatever the load (compiling twice is never needed); the sweeps then
+    find every kernel compiled, and run in as many processes as pays (`processes_for`)."""
+    import warnings
+
+    from echosim.experiments.config import parse_config
+    from echosim.experiments.executors import warm_up
+    from echosim.pipeline.model import POLICIES
+
+    policies = list(dict.fromkeys(policies))
+    pipe = dict(pipeline)
+    if any(POLICIES[q].capped for q in policies):
+        pipe["max_echo"] = max_echo
+    data = {"problem": pconf, "pipeline": pipe, "optimizer": {"lr": 1.0, "batch_size": 1, **optimizer},
+            "sweep": {"n_batches": _MAX_BUDGET, "window": 1},  # parsed, never run
+            "joint": {"pipeline.policy, optimizer.echo": [[q, 2 if POLICIES[q].takes_echo else 1] for q in policies]}}
+    try:
+        with warnings.catch_warnings():  # the sweeps say whatever applies to their own runs
+            warnings.simplefilter("ignore")
+            conf = parse_config(data, source="<plan>")
+    except ValueError:  # a setting only the sweeps can word well: they compile what they use, as without this
+        return
+    warm_up(conf, max(1, int(processes)), announce=announce)
 
 
 def _probe(pconf: dict, optimizer: dict | None = None):
@@ -254,6 +284,12 @@ def run_candidates(specs, times, pconf, ctx, target, processes, results, progres
 
     groups = list(dict.fromkeys(timing_key(c) for c in cands))
     many_w = len({g[1] for g in groups}) > 1
+    first = cands[0]
+    compile_first(pconf, optimizer, {"arrival": _service_table(first["loader_time"]),
+                                     "step_time": _service_table(first["step_time_dist"]),
+                                     "workers": first["workers"], "prefetch": ctx["prefetch"]},
+                  [BASELINE] + [c["policy"] for c in cands], ctx["max_echo"], processes,
+                  announce=sys.stderr if progress else None)
     for gi, gkey in enumerate(groups, 1):
         mine = [c for c in cands if timing_key(c) == gkey]
         B, W = gkey[0], gkey[1]

@@ -33,3 +33,35 @@ def test_sweep_work_counts_steps_per_fresh_batch():
     assert _sweep_work([{"policy": "fixed", "echo": 4}], 100, 8, 10, 3, 2) == 4 * one
     assert _sweep_work([{"policy": "greedy", "echo": 1, "R": 6.5, "max_echo": 64}], 100, 8, 10, 3, 2) == 6.5 * one
     assert _sweep_work([{"policy": "greedy", "echo": 1, "R": 100.0, "max_echo": 16}], 100, 8, 10, 3, 2) == 16 * one
+
+
+def _pipe():
+    return {"arrival": {"kind": "gamma", "mean": 0.08, "cv": 0.5}, "step_time": {"kind": "deterministic", "value": 0.01},
+            "workers": 1, "prefetch": 2}
+
+
+def test_compile_first_warms_every_policy_of_the_plan_with_the_processes_given(monkeypatch):
+    import warnings
+
+    from echosim.experiments import executors
+    from echosim.planner.simulated import PROBLEMS, compile_first
+
+    seen = []
+    monkeypatch.setattr(executors, "warm_up", lambda conf, workers, announce=None: seen.append((conf, workers)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # nothing said: the sweeps say what applies to them
+        compile_first(dict(PROBLEMS["logistic"]), {}, _pipe(), ["sync", "fixed", "greedy", "auto", "sync"], 64, 2)
+    (conf, workers), = seen
+    assert workers == 2
+    assert sorted({r.pipeline["policy"] for r in conf.runs}) == ["auto", "fixed", "greedy", "sync"]
+    assert {r.optimizer["method"] for r in conf.runs} == {"echoed_gd"}
+
+
+def test_compile_first_leaves_a_bad_setting_to_the_sweeps(monkeypatch):
+    from echosim.experiments import executors
+    from echosim.planner.simulated import PROBLEMS, compile_first
+
+    seen = []
+    monkeypatch.setattr(executors, "warm_up", lambda *a, **k: seen.append(a))
+    compile_first(dict(PROBLEMS["logistic"]), {"momentum": "fast"}, _pipe(), ["sync"], 64, 2)
+    assert seen == []
