@@ -5,7 +5,9 @@ setting, budgets extended until the baseline reaches the target).
 `problem_config` turns a preset name (``"logistic"``, ``"least_squares"``,
 ``"dataset:breast_cancer"``) or a ``[problem]`` dict into a resolved problem table;
 `lr_grid_for` picks a learning-rate grid from the problem's smoothness, `method_lr_grid`
-the grid of a method (its row's own, or that one).
+the grid of a method (its row's own, or that one). `compile_first` compiles every kernel
+the plan uses before its first sweep; `processes_for` runs each sweep in this process
+unless it is large and the host has idle cores.
 """
 
 from __future__ import annotations
@@ -166,10 +168,11 @@ def compile_first(pconf: dict, optimizer: dict, pipeline: dict, policies, max_ec
     """Compile (or load from Numba's cache) every kernel the plan's sweeps will use, before
     the first: the optimizer's (one per layout, and the one recording first-step losses
     for a coupled policy such as "auto"), the batch draws and the pipeline simulator
-    (`echosim.experiments.executors.warm_up` on a one-batch copy of the plan's config).
-    With `processes` ≥ 2 a helper process compiles the last two while this one compiles
-    the optimizer's, whatever the load (compiling twice is never needed); the sweeps then
-    find every kernel compiled, and run in as many processes as pays (`processes_for`)."""
+    (`echosim.experiments.executors.warm_up` on a copy of the plan's config, parsed, never
+    run). With `processes` ≥ 2 a helper process compiles the last two into Numba's cache
+    while this one compiles the optimizer's, whatever the load (neither repeats the
+    other's work); the sweeps then find every kernel compiled, and each runs in as many
+    processes as pays (`processes_for`)."""
     import warnings
 
     from echosim.experiments.config import parse_config
