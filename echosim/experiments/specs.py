@@ -25,10 +25,15 @@ __all__ = ["RunSpec", "SweepConfig", "canonical_json", "jsonable", "strict_jsona
 # --------------------------------------------------------------------------- hashing
 
 
+_PLAIN = frozenset({str, int, float, bool, type(None)})
+
+
 def jsonable(v):
     """`v` with NumPy values as Python ones, tuples and arrays as lists and keys as
     strings: what `json.dumps` takes (NaN and ±inf stay floats; see `strict_jsonable`).
     The one conversion of NumPy values to JSON: run ids, store rows, manifests, reports."""
+    if type(v) in _PLAIN:  # most values: returned as they are, before the isinstance checks
+        return v
     if isinstance(v, dict):
         return {str(k): jsonable(x) for k, x in v.items()}
     if isinstance(v, (list, tuple)):

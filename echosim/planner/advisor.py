@@ -115,11 +115,12 @@ def plan(loader=None, step_time=None, *, batch_size, problem=None, steps_to_targ
                         problem=problem, steps_to_target=steps_to_target, curves=curves, target_loss=target_loss,
                         method=method, method_options=method_options)
     timing = candidate_timing(loader, step_time, records, args.batch_sizes, args.workers)
-    response, pconf = _response(args, records)  # nothing has run yet: every input is checked by here
+    response, pconf, problem_obj = _response(args, records)  # nothing has run yet: every input is checked by here
 
     specs = candidates(args.batch_sizes, args.workers, args.policies, args.echoes, args.max_echo, timing.ratio)
     times, timing_notes = timing.for_candidates(specs)
-    outcomes, source, notes, failed, fail_note = _evaluate(specs, times, args, response, pconf, results, progress)
+    outcomes, source, notes, failed, fail_note = _evaluate(specs, times, args, response, (pconf, problem_obj),
+                                                           results, progress)
     cands, clipped = compare(specs, outcomes, (args.accelerator_price, args.worker_price) if args.priced else None)
     if not any(math.isfinite(c["wall_clock_to_target"]) for c in cands):
         raise ValueError(f"target: no candidate reaches the target (loss <= (1 + {args.target:g}) F*) within the "
@@ -135,13 +136,14 @@ def plan(loader=None, step_time=None, *, batch_size, problem=None, steps_to_targ
 def _response(args, records):
     """Form (b): the T(K, B) model fitted to the measurements (centred by the records' noise
     scale and echo gains, if any), and no problem. Form (a): no model, and the problem's
-    ``[problem]`` table, built once (its features bound the batch sizes its runs can hold)."""
+    ``[problem]`` table with the problem built from it, once (its features bound the batch
+    sizes its runs can hold; its smoothness sets the learning-rate grid)."""
     if args.steps_to_target is not None:
         from echosim.planner.echo_signals import echo_gains, measured_noise_scale
         from echosim.planner.response import fit_response
 
         return fit_response(args.steps_to_target, seed=args.seed, noise_scale=measured_noise_scale(records),
-                            echo_gains=echo_gains(records) or None), None
+                            echo_gains=echo_gains(records) or None), None, None
     from echosim.planner.response import check_batch_size
     from echosim.planner.simulated import problem_config, validate_problem
 
@@ -149,13 +151,14 @@ def _response(args, records):
     problem_obj = validate_problem(pconf, args.optimizer)
     for B in args.batch_sizes:
         check_batch_size(B, "batch_size", problem_obj.n_features, 8)
-    return None, pconf
+    return None, pconf, problem_obj
 
 
-def _evaluate(specs, times, args, response, pconf, results, progress):
+def _evaluate(specs, times, args, response, problem, results, progress):
     """Each candidate's `Outcome`: from the fitted model (form (b), `echosim.planner.modelled`)
     or simulated end to end (form (a), `echosim.planner.simulated`). Returns the outcomes, how
-    they were obtained, notes, and form (a)'s failed runs with the note that tells them."""
+    they were obtained, notes, and form (a)'s failed runs with the note that tells them.
+    `problem`: form (a)'s ([problem] table, built problem)."""
     ctx = {"prefetch": args.prefetch, "max_echo": args.max_echo, "seeds": args.seeds, "seed": args.seed,
            "optimizer": args.optimizer}
     if response is not None:
@@ -171,6 +174,7 @@ def _evaluate(specs, times, args, response, pconf, results, progress):
     from echosim.planner.simulated import failures_note, run_candidates
 
     show = True if progress is None else bool(progress)
-    outcomes, source, notes = run_candidates(specs, times, pconf, ctx, args.target, args.processes, results, show)
+    ctx["problem"] = problem[1]
+    outcomes, source, notes = run_candidates(specs, times, problem[0], ctx, args.target, args.processes, results, show)
     failed_runs = ctx.get("failed_runs", {})
     return outcomes, source, notes, list(failed_runs.values()), failures_note(failed_runs, Store(results).root)

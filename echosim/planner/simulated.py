@@ -5,17 +5,21 @@ setting, budgets extended until the baseline reaches the target).
 `problem_config` turns a preset name (``"logistic"``, ``"least_squares"``,
 ``"dataset:breast_cancer"``) or a ``[problem]`` dict into a resolved problem table;
 `lr_grid_for` picks a learning-rate grid from the problem's smoothness, `method_lr_grid`
-the grid of a method (its row's own, or that one).
+the grid of a method (its row's own, or that one). `compile_first` compiles every kernel
+the plan uses before its first sweep; `processes_for` runs each sweep in this process
+unless it is large and the host has idle cores.
 """
 
 from __future__ import annotations
 
 import math
+import sys
 import tempfile
 
 import numpy as np
 
-__all__ = ["PROBLEMS", "problem_config", "lr_grid_for", "method_lr_grid", "run_config", "initial_budget"]
+__all__ = ["PROBLEMS", "problem_config", "lr_grid_for", "method_lr_grid", "run_config", "initial_budget",
+           "processes_for", "compile_first"]
 
 PROBLEMS = {
     # ill-conditioned (eigenvalues i^-2, condition number 100), so curvature, not only noise, sets T
@@ -87,8 +91,6 @@ def run_config(data: dict, workers: int, store_dir=None, progress=False, desc: s
 
 def _say(text: str) -> None:
     """One line on stderr before a wait: what is simulated next."""
-    import sys
-
     try:
         print(text, file=sys.stderr, flush=True)
     except (OSError, ValueError):  # pragma: no cover - stderr gone
@@ -111,6 +113,46 @@ def _candidate_words(cands) -> str:
     return ", ".join(out)
 
 
+PARALLEL_WORK = 1e9
+"""Kernel work (fresh batches · B · d · K, summed over a sweep's runs; about 0.4 s on one
+core here) below which the planner runs a sweep in its own process: forking workers, each
+drawing its own batches, costs more than it saves."""
+
+
+def processes_for(processes: int, work: float) -> int:
+    """Worker processes for one of the planner's sweeps: 1 for less than `PARALLEL_WORK`,
+    else at most `processes`, the cores, and the cores the 1-minute load average leaves
+    idle plus this process's own (as ``make --load-average`` does): on a busy host, extra
+    processes only add their start-up. Results do not depend on it (see
+    `echosim.experiments.sweep`)."""
+    import os
+
+    from echosim.experiments.executors import default_workers
+
+    if processes <= 1 or work < PARALLEL_WORK:
+        return 1
+    try:
+        load = os.getloadavg()[0]
+    except (OSError, AttributeError):  # pragma: no cover - no load average here
+        return processes
+    cores = default_workers()
+    return max(1, min(processes, cores, int(cores - load) + 1))
+
+
+def _sweep_work(cs, n_batches: int, B: int, dim: int, n_lr: int, seeds: int) -> float:
+    """`PARALLEL_WORK`'s units for candidates `cs` run `n_batches` fresh batches at each of
+    `n_lr` learning rates and `seeds` seeds (K of greedy and auto: the ratio R, at most max_echo)."""
+    from echosim.pipeline.model import POLICIES
+
+    def k(c):
+        p = POLICIES[c["policy"]]
+        if p.takes_echo:
+            return float(c["echo"])
+        return min(float(c.get("R", 1.0)), float(c.get("max_echo") or 1)) if p.capped else 1.0
+
+    return n_batches * B * dim * n_lr * seeds * sum(k(c) for c in cs)
+
+
 _MAX_BUDGET = 64_000
 """Fresh batches beyond which the sync baseline's budget is no longer doubled (form (a))."""
 
@@ -119,6 +161,38 @@ def initial_budget(B: int) -> int:
     """Fresh batches the sync baseline's first runs get at batch size B (form (a) doubles
     it until the baseline reaches the target, up to `_MAX_BUDGET`)."""
     return int(max(40, min(4000, 6000 / math.sqrt(B))))
+
+
+def compile_first(pconf: dict, optimizer: dict, pipeline: dict, policies, max_echo: int, processes: int,
+                  announce=None) -> None:
+    """Compile (or load from Numba's cache) every kernel the plan's sweeps will use, before
+    the first: the optimizer's (one per layout, and the one recording first-step losses
+    for a coupled policy such as "auto"), the batch draws and the pipeline simulator
+    (`echosim.experiments.executors.warm_up` on a copy of the plan's config, parsed, never
+    run). With `processes` ≥ 2 a helper process compiles the last two into Numba's cache
+    while this one compiles the optimizer's, whatever the load (neither repeats the
+    other's work); the sweeps then find every kernel compiled, and each runs in as many
+    processes as pays (`processes_for`)."""
+    import warnings
+
+    from echosim.experiments.config import parse_config
+    from echosim.experiments.executors import warm_up
+    from echosim.pipeline.model import POLICIES
+
+    policies = list(dict.fromkeys(policies))
+    pipe = dict(pipeline)
+    if any(POLICIES[q].capped for q in policies):
+        pipe["max_echo"] = max_echo
+    data = {"problem": pconf, "pipeline": pipe, "optimizer": {"lr": 1.0, "batch_size": 1, **optimizer},
+            "sweep": {"n_batches": _MAX_BUDGET, "window": 1},  # parsed, never run
+            "joint": {"pipeline.policy, optimizer.echo": [[q, 2 if POLICIES[q].takes_echo else 1] for q in policies]}}
+    try:
+        with warnings.catch_warnings():  # the sweeps say whatever applies to their own runs
+            warnings.simplefilter("ignore")
+            conf = parse_config(data, source="<plan>")
+    except ValueError:  # a setting only the sweeps can word well: they compile what they use, as without this
+        return
+    warm_up(conf, max(1, int(processes)), announce=announce)
 
 
 def _probe(pconf: dict, optimizer: dict | None = None):
@@ -183,8 +257,9 @@ def run_candidates(specs, times, pconf, ctx, target, processes, results, progres
     (1 + target)·F* and stays there to the end of the run. The budget of fresh batches
     is first found on the sync baseline (doubled until it reaches the target), then the
     same rule, 1.5× the baseline's T, is given to every candidate. `specs` are
-    `echosim.planner.candidates.Candidate`s, `times` their (loader, step) service times;
-    returns (one `Outcome` per candidate, source text, notes).
+    `echosim.planner.candidates.Candidate`s, `times` their (loader, step) service times,
+    ``ctx["problem"]`` the problem built from `pconf` (built here if absent); returns
+    (one `Outcome` per candidate, source text, notes).
     """
     from echosim.pipeline.model import POLICIES
     from echosim.planner.candidates import BASELINE, Outcome
@@ -198,7 +273,9 @@ def run_candidates(specs, times, pconf, ctx, target, processes, results, progres
     require_extras()  # before saying what is simulated next
     optimizer = dict(ctx.get("optimizer") or {})
     failed = ctx.setdefault("failed_runs", {})  # run id -> what failed, over every sweep below
-    problem_obj = _probe(pconf, optimizer)
+    problem_obj = ctx.get("problem")  # built by the caller when it checked the inputs
+    if problem_obj is None:
+        problem_obj = _probe(pconf, optimizer)
     lr = method_lr_grid(optimizer.get("method", "echoed_gd"), problem_obj)
     window = 1
     notes = []
@@ -210,6 +287,12 @@ def run_candidates(specs, times, pconf, ctx, target, processes, results, progres
 
     groups = list(dict.fromkeys(timing_key(c) for c in cands))
     many_w = len({g[1] for g in groups}) > 1
+    first = cands[0]
+    compile_first(pconf, optimizer, {"arrival": _service_table(first["loader_time"]),
+                                     "step_time": _service_table(first["step_time_dist"]),
+                                     "workers": first["workers"], "prefetch": ctx["prefetch"]},
+                  [BASELINE] + [c["policy"] for c in cands], ctx["max_echo"], processes,
+                  announce=sys.stderr if progress else None)
     for gi, gkey in enumerate(groups, 1):
         mine = [c for c in cands if timing_key(c) == gkey]
         B, W = gkey[0], gkey[1]
@@ -236,7 +319,10 @@ def run_candidates(specs, times, pconf, ctx, target, processes, results, progres
                                                                     for c in cs]}
             else:
                 p["policy"] = list(dict.fromkeys(pol))
-            rep = run_config(data, processes, results, progress, desc)[1]
+            n_lr = round((math.log10(lr["stop"]) - math.log10(lr["start"])) * lr["per_decade"]) + 1
+            work = _sweep_work(cs, n_batches, data["optimizer"]["batch_size"], problem_obj.n_features, n_lr,
+                               ctx["seeds"])
+            rep = run_config(data, processes_for(processes, work), results, progress, desc)[1]
             _collect_failures(rep.summary, failed)
             return rep
 

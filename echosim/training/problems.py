@@ -142,17 +142,18 @@ class _BatchMemo:
     def __init__(self, batches, max_bytes):
         self.batches, self.max_bytes = batches, max_bytes
         self.entries: dict = {}
+        self.nbytes = 0  # of the entries, kept as they come and go (a coupled run asks per few batches)
 
     def __call__(self, seed, start, stop, batch_size, dtype=np.float64):
         key = (seed, start, stop, batch_size, np.dtype(dtype).str)
         hit = self.entries.pop(key, None)
         if hit is None:
             hit = self.batches(seed, start, stop, batch_size, dtype)
+            self.nbytes += hit[0].nbytes + hit[1].nbytes
         self.entries[key] = hit
-        total = sum(X.nbytes + Y.nbytes for X, Y in self.entries.values())
-        while total > self.max_bytes and len(self.entries) > 1:
+        while self.nbytes > self.max_bytes and len(self.entries) > 1:
             X, Y = self.entries.pop(next(iter(self.entries)))
-            total -= X.nbytes + Y.nbytes
+            self.nbytes -= X.nbytes + Y.nbytes
         return hit
 
 

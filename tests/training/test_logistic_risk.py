@@ -391,3 +391,13 @@ def test_rules_are_cached_and_read_only():
 def test_bad_input_raises(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+def test_the_written_out_gauss_legendre_rule_is_scipys_bit_for_bit():
+    from scipy.special import roots_legendre
+
+    from echosim.training import logistic_risk as lr
+
+    x, w = roots_legendre(lr._ORDER)
+    np.testing.assert_array_equal(np.array(lr._GL_NODES), x)
+    np.testing.assert_array_equal(np.array(lr._GL_WEIGHTS), w)

@@ -250,6 +250,8 @@ def test_batch_memo_returns_the_same_batches_and_stays_bounded():
     X3, y3 = cache(3, 0, 16, 8, np.float64)
     np.testing.assert_array_equal(X3, X1)
     np.testing.assert_array_equal(y3, y1)
+    # the running byte count is the entries' sizes, after hits, misses and evictions
+    assert cache.nbytes == sum(X.nbytes + y.nbytes for X, y in cache.entries.values())
 
 
 def test_memoized_problem_gives_bitwise_the_same_runs():
