@@ -108,12 +108,13 @@ def test_run_passes_its_numbers_to_the_config_as_numbers(monkeypatch, capsys):
     """--echo 4 reaches the config as the number 4, checked once by the echo policy's owner
     (check_echo), not as the text "optimizer.echo=4" parsed again."""
     from echosim.experiments import config as cfg
+    from echosim.experiments import resolve
     from echosim.pipeline import model
 
     parsed, checked = [], []
-    real_parse, real_check = cfg._parse_override, cfg.check_echo
+    real_parse, real_check = cfg._parse_override, resolve.check_echo
     monkeypatch.setattr(cfg, "_parse_override", lambda item: parsed.append(item) or real_parse(item))
-    monkeypatch.setattr(cfg, "check_echo", lambda *a, **k: checked.append(a) or real_check(*a, **k))
+    monkeypatch.setattr(resolve, "check_echo", lambda *a, **k: checked.append(a) or real_check(*a, **k))
     conf = cli_runs._single_run_config(build_parser().parse_args(["run", "--echo", "4", "--lr", "0.5",
                                                                   "--set", "sweep.repetitions=1"]))
     assert parsed == ["sweep.repetitions=1"]
