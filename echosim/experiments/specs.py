@@ -49,9 +49,6 @@ def jsonable(v):
     return v
 
 
-_jsonable = jsonable  # the former private name, still imported by echosim.planner.simulated
-
-
 def strict_jsonable(v):
     """`jsonable`, with every non-finite float (NaN, ±inf) as None: what strict JSON parsers
     accept (``json.dumps(..., allow_nan=False)`` then holds)."""

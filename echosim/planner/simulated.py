@@ -219,9 +219,9 @@ def _quantile(x, q: float) -> float:
 
 
 def _service_table(dist) -> dict:
-    from echosim.experiments.specs import _jsonable
+    from echosim.experiments.specs import jsonable
 
-    return _jsonable(dist.to_dict())
+    return jsonable(dist.to_dict())
 
 
 def _collect_failures(summary, failed: dict) -> None:
