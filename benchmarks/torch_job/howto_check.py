@@ -26,7 +26,9 @@ evaluated after the run); wall-clock to the target (reached and kept, `rules.at_
 (`echosim.profile`, one worker) and the step alone; 2. plan from the profile and steps to
 target at K = 1 at two batch sizes (the user's earlier runs: one sync run each at B and
 2B, seed 100); 3. pilot (`echosim.pilot`, its defaults, on a fresh copy of the model,
-seed 101), timed; 4. plan from the pilot's records; 5. train with the recommended policy
+seed 101), timed (``--pilot '{"signals": true, "reset": true}'``: the model's and the
+optimizer's state saved after building them and restored before every segment and once
+after the pilot); 4. plan from the pilot's records; 5. train with the recommended policy
 (seeds of the truth, so it compares run for run). The pilot's cost is its wall-clock
 against the median sync run to the target.
 
@@ -37,6 +39,7 @@ One torch thread; run on a shared host, so every number carries ``/proc/loadavg`
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import math
 import sys
@@ -119,6 +122,7 @@ def make_step(spec: Job, model):
         opt.step()
         return loss.item()
 
+    step.optimizer = opt  # for the pilot's reset (its state saved and restored)
     return step
 
 
@@ -268,6 +272,17 @@ def profile_step(name: str, seed: int) -> tuple:
     return trace, (time.perf_counter() - t0) / 50
 
 
+def _restorer(model, opt):
+    """A callable restoring `model`'s and `opt`'s state as they are now (copies taken here)."""
+    w0, o0 = copy.deepcopy(model.state_dict()), copy.deepcopy(opt.state_dict())
+
+    def restore():
+        model.load_state_dict(w0)
+        opt.load_state_dict(o0)
+
+    return restore
+
+
 def run_howto(out: Path, jobs, seeds, pilot_kwargs: dict, label: str) -> None:
     for name in jobs:
         spec = JOBS[name]
@@ -302,9 +317,14 @@ def run_howto(out: Path, jobs, seeds, pilot_kwargs: dict, label: str) -> None:
             from echosim.loop.torch import EchoMeter
 
             kw["before_step"] = EchoMeter(model, batch_loss).before_step
+        restore = _restorer(model, step.optimizer) if kw.pop("reset", False) else None
+        if restore is not None:  # every segment from the weights and optimizer state as built
+            kw["reset"] = restore
         t0 = time.perf_counter()
         try:
             records = echosim.pilot(step, loader, **kw)
+            if restore is not None:
+                restore()  # training starts from the initial weights, as the truth's runs do
         finally:
             job.shutdown(loader)
         res["pilot_seconds"] = time.perf_counter() - t0
@@ -433,7 +453,8 @@ def main(argv=None) -> None:
     ap.add_argument("--seeds", default="0,1,2")
     ap.add_argument("--pilot", default='{"signals": true}',
                     help="pilot's keyword arguments as JSON; \"signals\": true passes EchoMeter's before_step "
-                         "(default: its defaults with the signals)")
+                         "(default: its defaults with the signals); \"reset\": true restores the model and "
+                         "optimizer state before every segment")
     ap.add_argument("--label", default="after", help="names the how-to's directory, howto-LABEL (default after)")
     a = ap.parse_args(argv)
     jobs = [j for j in a.jobs.split(",") if j]

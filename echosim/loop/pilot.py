@@ -21,6 +21,13 @@ What an echoed step is worth: a `before_step` hook (e.g.
 to each report, chiefly the paired next-batch progress, from which the planner reads
 each K's progress per fresh batch against sync's (`echosim.planner.echo_signals`).
 Without it, the planner has only the segments' first-step losses.
+
+Where it is read: without `reset` every segment trains one model on, so after the first
+round the model may be past the job's target, where an echoed step is worth little; the
+echo readings then come from a stretch that does not matter and are noisy. A `reset`
+callable (restore the weights and the optimizer's state saved before the pilot) makes
+every segment start from the same weights: every policy's readings are then taken over
+the same early, high-loss stretch of training, the one that decides the time to target.
 """
 
 from __future__ import annotations
@@ -60,9 +67,9 @@ def _limited(loader, n: int):
 
 def pilot(step: Callable, loader: Iterable, *, policies=PILOT_POLICIES, batches: int = 40, rounds: int | None = None,
           max_echo: int = 64, batch_size: int | None = None, auto: dict | None = None, sync=None,
-          before_step: Callable | None = None) -> list:
+          before_step: Callable | None = None, reset: Callable | None = None) -> list:
     """Run ``step(batch)`` under each echo policy for `batches` fresh batches and return the records.
-    The pilot trains the model: its steps are real steps of `step` on your weights.
+    The pilot trains the model: its steps are real steps of `step` on your weights (unless `reset`).
 
     Parameters
     ----------
@@ -92,6 +99,14 @@ def pilot(step: Callable, loader: Iterable, *, policies=PILOT_POLICIES, batches:
         ``EchoMeter(model, batch_loss).before_step``. `step` must then return the loss. Its
         time is taken out of the records (``it.paused()``), so that its extra forward passes
         do not make your step look slower to the plan.
+    reset : callable, optional
+        ``reset()``, called before every segment (before its loader starts, so outside the
+        records' time): restore the weights and the optimizer's state saved before the pilot,
+        e.g. ``lambda: (model.load_state_dict(w0), opt.load_state_dict(o0))`` with
+        ``w0 = copy.deepcopy(model.state_dict())`` (and ``o0`` from ``opt``). Every policy's
+        segments then train from the same weights over the same early stretch of training,
+        so their echo readings (`before_step`) compare like with like. Call it once more
+        after the pilot to train from the saved weights.
 
     Returns
     -------
@@ -120,6 +135,9 @@ def pilot(step: Callable, loader: Iterable, *, policies=PILOT_POLICIES, batches:
     if before_step is not None and not callable(before_step):
         raise ValueError(f"before_step: expected a callable before_step(it, batch) -> dict of report's keyword "
                          f"arguments, got {before_step!r:.60}")
+    if reset is not None and not callable(reset):
+        raise ValueError(f"reset: expected a callable reset() that restores the weights (and the optimizer's "
+                         f"state) saved before the pilot, or None, got {reset!r:.60}")
     if rounds is None:
         rounds = default_rounds(len(pols), batches) if isinstance(batches, numbers.Integral) else 1
     for name, v, lo in (("batches", batches, 2), ("rounds", rounds, 1)):
@@ -144,6 +162,8 @@ def pilot(step: Callable, loader: Iterable, *, policies=PILOT_POLICIES, batches:
     for r in range(rounds):
         order = pols[r % len(pols):] + pols[: r % len(pols)]
         for p in order:
+            if reset is not None:
+                reset()  # before the loader starts: not in the segment's time
             it = echoing(_limited(loader, sizes[r]), p, max_echo=max_echo, batch_size=batch_size,
                          auto=auto if p == "auto" else None, sync=sync)
             with it:

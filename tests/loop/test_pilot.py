@@ -73,6 +73,8 @@ def test_plan_takes_a_pilot_s_records():
     ({"policies": ("sync",), "max_echo": 0}, "^max_echo"),
     ({"policies": ("sync",), "batch_size": -64}, "^batch_size"),
     ({"policies": ("sync",), "auto": {"window": 0}}, "^auto|window"),
+    ({"reset": 3}, "^reset: expected a callable reset\\(\\)"),
+    ({"reset": "restore"}, "^reset: expected a callable"),
 ])
 def test_bad_input_before_any_step(kw, match):
     calls = []
@@ -140,3 +142,53 @@ def test_bad_hooks(kw, match):
     args = {"step": lambda b: 1.0, **kw}
     with pytest.raises(ValueError, match=match):
         pilot(args.pop("step"), Loader(), policies=("sync",), batches=4, **args)
+
+
+def test_reset_is_called_once_before_each_segment_s_first_step():
+    events = []
+    recs = pilot(lambda b: events.append("step") or 1.0, Loader(n=6), policies=("sync", 2, "greedy"), batches=6,
+                 rounds=2, reset=lambda: events.append("reset"))
+    assert events.count("reset") == len(recs) == 6
+    # split at each reset: every piece is one segment's steps, in the order run, none before the first reset
+    assert events[0] == "reset"
+    pieces = "|".join(events).split("reset")[1:]
+    assert [p.strip("|").count("step") for p in pieces] == [r.n_steps for r in recs]
+    assert all(r.n_steps > 0 for r in recs)
+
+
+class Quadratic:
+    """A NumPy stand-in for a model and its optimizer: heavy-ball steps on the mean squared
+    distance of weights `w` to a batch's rows; `state()`/`load()` copy like state_dict."""
+
+    def __init__(self):
+        self.w, self.v = np.array([5.0, -3.0]), np.zeros(2)
+
+    def step(self, batch):
+        loss = float(np.mean((batch - self.w) ** 2))
+        self.v = 0.5 * self.v + 0.1 * 2 * np.mean(self.w - batch, axis=0)
+        self.w = self.w - self.v
+        return loss
+
+    def state(self):
+        return self.w.copy(), self.v.copy()
+
+    def load(self, s):
+        self.w, self.v = s[0].copy(), s[1].copy()
+
+
+@pytest.mark.parametrize("reset", [True, False])
+def test_reset_restores_the_weights_so_every_segment_trains_the_same_stretch(reset):
+    m = Quadratic()
+    w0 = m.state()
+    recs = pilot(m.step, Loader(n=6), policies=("sync", 2), batches=6, rounds=3,
+                 reset=(lambda: m.load(w0)) if reset else None)
+    start = float(np.mean((np.zeros(2) - w0[0]) ** 2))  # batch 0 is all zeros, at the saved weights
+    firsts = [float(r.loss[0]) for r in recs]
+    sync = [r.loss.tolist() for r in recs if r.policy == "sync"]
+    if reset:  # every segment from the saved weights: the same first loss; sync's segments identical
+        assert np.allclose(firsts, start, rtol=0, atol=1e-12)
+        assert all(np.array_equal(s, sync[0]) for s in sync)
+    else:  # one model trained on: later segments start lower
+        assert firsts[0] == pytest.approx(start) and max(firsts[1:]) < 0.5 * start
+        assert not np.array_equal(sync[0], sync[1])
+    assert np.array_equal(w0[0], [5.0, -3.0])  # the saved state itself is untouched
