@@ -12,7 +12,8 @@ Both read `echosim.loop.Records` and nothing else (the loop is not changed here)
   ratio of the progress per fresh batch under K to that under K = 1, with its standard
   error in log: the mean paired next-batch progress (``Records.paired_progress``: the
   loss of batch t+1 before and after batch t's steps), against sync's at the same loss
-  level (progress per batch shrinks as training goes on), where the loop reported it, else
+  level (a line through sync's readings in the level: progress per batch changes as
+  training goes on), where the loop reported it, else
   the slope of the run's first-step losses (the loss curve of a pilot's segment). It is K_eff(K) of the echo model, measured: 1 where echoed
   steps only fit the batch's noise, K where each is worth a fresh one. It compares like
   with like only when the runs cover the same stretch of training (a pilot's interleaved
@@ -53,9 +54,10 @@ def measured_noise_scale(records) -> float | None:
 
 
 def _paired(r, min_batches: int):
-    """(mean paired next-batch progress, its variance, n, mean loss level) of one run, or None
-    with fewer than `min_batches` readings. The level is the mean loss before the progress
-    (the next batch's loss at the weights the batch started from): where training stands."""
+    """(mean paired next-batch progress, its variance, n, mean loss level, (levels, progress) of
+    the readings) of one run, or None with fewer than `min_batches` readings. The level is the
+    loss before the progress (the next batch's loss at the weights the batch started from):
+    where training stands."""
     p = np.asarray(r.paired_progress, dtype=float)
     level = np.full(p.size, np.nan)
     if p.size > 1:
@@ -63,30 +65,33 @@ def _paired(r, min_batches: int):
     ok = np.isfinite(p)
     p = p[ok]
     if p.size >= min_batches:
-        lv = level[ok]
-        lv = float(np.mean(lv[np.isfinite(lv)])) if np.isfinite(lv).any() else math.nan
-        return float(p.mean()), float(p.var(ddof=1) / p.size), int(p.size), lv
+        lvs = level[ok]
+        lv = float(np.mean(lvs[np.isfinite(lvs)])) if np.isfinite(lvs).any() else math.nan
+        return float(p.mean()), float(p.var(ddof=1) / p.size), int(p.size), lv, (lvs, p)
     return None
 
 
 def _reference(base: list, levels: list) -> list:
     """Sync's progress per fresh batch at each loss level in `levels`: a least-squares line
-    through the sync runs' (level, mean progress), weighted by their readings, evaluated at
-    each level clipped to the sync runs' range; the pooled mean where the sync runs do not
-    span two levels or the line is not positive there. Progress per batch shrinks as the
-    loss falls, so runs from different stretches of training (a pilot's interleaved
-    segments of one run) are compared with sync where sync stood at the same loss."""
+    through the sync runs' readings (level, progress), evaluated at each level clipped to
+    the levels the readings span; the pooled mean where they do not span two levels or the
+    line is not positive there. Progress per batch changes as the loss falls, so runs from
+    different stretches of training are compared with sync where sync stood at the same
+    loss. The line goes through the single readings, not the runs' means: a pilot whose
+    segments all start from the same weights (`pilot(reset=...)`) gives sync's segments one
+    mean level, higher than K's, while their readings span the levels K's segments reach."""
     pooled = float(np.average([e[0] for e in base], weights=[e[2] for e in base]))
-    L = np.array([e[3] for e in base], dtype=float)
-    if len(base) < 2 or not np.isfinite(L).all() or np.ptp(L) <= 0:
+    L = np.concatenate([e[4][0] for e in base])
+    m = np.concatenate([e[4][1] for e in base])
+    ok = np.isfinite(L)
+    L, m = L[ok], m[ok]
+    if L.size < 3 or np.ptp(L) <= 0:
         return [pooled] * len(levels)
-    m = np.array([e[0] for e in base])
-    w = np.array([e[2] for e in base], dtype=float)
-    Lc = float(np.average(L, weights=w))
-    slope = float(np.sum(w * (L - Lc) * m) / np.sum(w * (L - Lc) ** 2))
+    Lc = float(np.mean(L))
+    slope = float(np.sum((L - Lc) * (m - m.mean())) / np.sum((L - Lc) ** 2))
     out = []
     for lv in levels:
-        ref = pooled + slope * (float(np.clip(lv, L.min(), L.max())) - Lc) if math.isfinite(lv) else pooled
+        ref = float(m.mean()) + slope * (float(np.clip(lv, L.min(), L.max())) - Lc) if math.isfinite(lv) else pooled
         out.append(ref if ref > 0 else pooled)
     return out
 
@@ -141,7 +146,7 @@ def echo_gains(records, min_batches: int = 8) -> dict:
 
     Where every run of the pair reported paired next-batch progress (`min_batches` readings
     or more), K_eff is the ratio of its mean under K to sync's at the same loss levels (sync's
-    runs fitted by a line in the level, `_reference`; runs of one (B, K) averaged by their
+    readings fitted by a line in the level, `_reference`; runs of one (B, K) averaged by their
     readings; standard error by the delta method). Otherwise it comes from the loss curves:
     the fresh batches each run needs to bring its (smoothed) first-step loss from a first
     level down to lower ones every run reaches, K = 1's over K's, the median over the levels

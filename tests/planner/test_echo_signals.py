@@ -133,3 +133,31 @@ def test_a_gain_the_readings_do_not_resolve_is_left_out():
     assert echo_gains([sync, k4]) == {}
     k4 = run(4, progress=0.3, noise=0.05, seed=1)  # the same mean, resolved: kept
     assert echo_gains([sync, k4])[(64, 4)][0] == pytest.approx(0.3, rel=0.1)
+
+
+def test_gains_at_the_same_loss_level_when_every_segment_starts_from_the_same_weights():
+    """A pilot with `reset`: every segment starts at the same loss, so sync's segments share one
+    mean level, above K's; sync's single readings span K's levels. On a curve where progress
+    per batch shrinks with the loss, the same-batches ratio is biased low; at the same level it
+    is K_eff."""
+    rng = np.random.default_rng(1)
+    gains = {"sync": 1.0, 4: 2.5}
+    recs = []
+    for policy in ["sync", 4, 4, "sync", "sync", 4, 4, "sync"]:
+        loss = 3.0  # reset: the same start every segment
+        it = echosim.echoing(range(12), policy, batch_size=64)
+        prev = None
+        for _ in it:
+            if it.is_echo:
+                it.report(loss)
+                continue
+            e = 0.002 * rng.normal()
+            it.report(loss + e, **({} if prev is None else {"lagged_loss": (prev + e, loss + e)}))
+            prev = loss
+            loss -= gains[policy] * 0.08 * (loss - 1.0)
+        recs.append(it.records())
+    (g, se, n), = [echo_gains(recs)[(64, 4)]]
+    assert g == pytest.approx(2.5, rel=0.1) and se < 0.2 and n == 4 * 11
+    pm = [np.nanmean(r.paired_progress) for r in recs]
+    same_batches = np.mean(pm[1:3] + pm[5:7]) / np.mean(pm[0:1] + pm[3:5] + pm[7:8])
+    assert same_batches < 2.0  # what a line through the segments' means (one sync level) falls back to
