@@ -28,6 +28,9 @@ echo readings then come from a stretch that does not matter and are noisy. A `re
 callable (restore the weights and the optimizer's state saved before the pilot) makes
 every segment start from the same weights: every policy's readings are then taken over
 the same early, high-loss stretch of training, the one that decides the time to target.
+The rounds' default is the same with `reset`: each round then repeats that stretch (on
+other batches if the loader shuffles), so the rounds are replicas that average the
+readings' noise, and the rotation still spreads the machine's drift over the policies.
 """
 
 from __future__ import annotations
