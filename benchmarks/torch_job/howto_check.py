@@ -177,27 +177,11 @@ def train(name: str, policy, seed: int, budget: int | None = None, batch_size: i
     snaps.take()
     loader = make_loader(spec, seed, batch_size)
     it = echosim.echoing(loader, "sync" if policy == 1 else policy, epochs=None, batch_size=batch_size)
-    clock = time.perf_counter
-    train_time = np.zeros(budget + 1)
-    steps_cum = np.zeros(budget + 1, dtype=np.int64)
-    prev, n, steps, paused, t0, t_end = None, 0, 0, 0.0, None, 0.0
+    tc = job.TrainingClock(it, snaps, budget)
     try:
-        for batch in it:
-            if batch is not prev:
-                if prev is None:
-                    t0 = clock()
-                else:
-                    train_time[n], steps_cum[n] = t_end - t0 - paused, steps
-                    if n == budget:
-                        break
-                    p0 = clock()
-                    with it.paused():
-                        snaps.take()
-                    paused += clock() - p0
-                prev, n = batch, n + 1
+        for batch in tc:
             it.report(step(batch))
-            t_end = clock()
-            steps += 1
+            tc.stepped()
         snaps.take()
         summary = job.first_batches(it.records(), budget).summary()
     finally:
@@ -205,8 +189,8 @@ def train(name: str, policy, seed: int, budget: int | None = None, batch_size: i
         job.shutdown(loader)
     val_loss, _ = snaps.evaluate(model, *validation())
     return {"job": name, "policy": rules.policy_label(policy), "seed": int(seed), "batch_size": batch_size,
-            "budget": budget, "val_loss": val_loss.tolist(), "train_time": train_time.tolist(),
-            "steps_cum": steps_cum.tolist(), "mean_echo": summary.get("mean_echo"),
+            "budget": budget, "val_loss": val_loss.tolist(), "train_time": tc.times.tolist(),
+            "steps_cum": tc.steps_cum.tolist(), "mean_echo": summary.get("mean_echo"),
             "loadavg_start": load0, "loadavg_end": loadavg()}
 
 

@@ -239,6 +239,54 @@ class Snapshots:
         return loss, acc
 
 
+class TrainingClock:
+    """The training clock of a loop through `echosim.echoing`, fresh batch by fresh batch.
+
+    Iterating yields the loop's batches until `n` fresh batches are done. The clock starts
+    when the loop holds the first fresh batch (starting the worker is not counted). When
+    fresh batch k is done (the loop is handed batch k + 1), ``times[k]`` is the end of its
+    last step (`stepped`) less the pauses and ``steps_cum[k]`` the steps so far; the
+    parameters are then copied (``snaps.take()``) inside ``it.paused()``, out of this clock
+    and of echoing's records. ``fresh`` is the number of fresh batches begun, ``done``
+    whether all `n` finished.
+    """
+
+    def __init__(self, it, snaps: Snapshots, n: int, clock=time.perf_counter):
+        self.it, self.snaps, self.n, self.clock = it, snaps, n, clock
+        self.times = np.zeros(n + 1)
+        self.steps_cum = np.zeros(n + 1, dtype=np.int64)
+        self.fresh = self.steps = 0
+        self.paused = self.t_end = 0.0
+        self.t0 = None
+        self.done = False
+
+    def __iter__(self):
+        prev = None
+        for batch in self.it:
+            if batch is not prev:
+                if prev is None:
+                    self.t0 = self.clock()
+                else:  # fresh batch `fresh` is finished: its last step ended at t_end
+                    self.times[self.fresh] = self.t_end - self.t0 - self.paused
+                    self.steps_cum[self.fresh] = self.steps
+                    if self.fresh == self.n:
+                        self.done = True
+                        return
+                    p0 = self.clock()
+                    with self.it.paused():
+                        self.snaps.take()
+                    self.paused += self.clock() - p0
+                prev = batch
+                self.fresh += 1
+            yield batch
+
+    def stepped(self) -> float:
+        """Mark the end of a step; returns its time on the clock."""
+        self.t_end = self.clock()
+        self.steps += 1
+        return self.t_end
+
+
 # ---- one run
 
 def versions() -> dict:
@@ -290,36 +338,21 @@ def train(policy, seed: int, cfg: JobConfig, root: Path | str, val: tuple, *, bl
     it = echosim.echoing(loader, policy, max_echo=cfg.max_echo, epochs=None, batch_size=cfg.batch_size)
     clock = time.perf_counter
     N = cfg.budget
-    train_time = np.zeros(N + 1)
-    steps_cum = np.zeros(N + 1, dtype=np.int64)
     echo = np.zeros(N, dtype=np.int64)
     step_time, step_loss, step_fresh = [], [], []
-    prev, n, steps, paused, t0, t_end = None, 0, 0, 0.0, None, 0.0
     wall0 = clock()
+    tc = TrainingClock(it, snaps, N, clock)
     try:
-        for batch in it:
-            if batch is not prev:
-                if prev is None:
-                    t0 = clock()
-                else:  # fresh batch n is finished: its last step ended at t_end
-                    train_time[n], steps_cum[n] = t_end - t0 - paused, steps
-                    if n == N:
-                        break
-                    p0 = clock()
-                    with it.paused():
-                        snaps.take()
-                    paused += clock() - p0
-                prev, n = batch, n + 1
+        for batch in tc:
             s0 = clock()
             loss = step(batch)
-            t_end = clock()
+            t_end = tc.stepped()
             it.report(loss)
             step_time.append(t_end - s0)
             step_loss.append(loss)
-            step_fresh.append(n)
-            echo[n - 1] += 1
-            steps += 1
-        else:
+            step_fresh.append(tc.fresh)
+            echo[tc.fresh - 1] += 1
+        if not tc.done:
             raise RuntimeError("the loader ended before the budget")  # epochs=None never ends
         # the last snapshot, after the loop has moved on (the batch it took is not stepped on)
         snaps.take()
@@ -336,7 +369,7 @@ def train(policy, seed: int, cfg: JobConfig, root: Path | str, val: tuple, *, bl
     val_loss, val_acc = snaps.evaluate(model, *val)
     del snaps
     gc.collect()
-    arrays = {"val_loss": val_loss, "val_acc": val_acc, "train_time": train_time, "steps_cum": steps_cum,
+    arrays = {"val_loss": val_loss, "val_acc": val_acc, "train_time": tc.times, "steps_cum": tc.steps_cum,
               "echo": echo, "step_time": np.asarray(step_time), "step_loss": np.asarray(step_loss),
               "step_fresh": np.asarray(step_fresh, dtype=np.int64),
               "load_time": np.asarray(records.load_time, dtype=float),
@@ -347,7 +380,7 @@ def train(policy, seed: int, cfg: JobConfig, root: Path | str, val: tuple, *, bl
               "label": rules.policy_label(policy), "seed": int(seed), "block": int(block),
               "position": int(position), "config": asdict(cfg), "versions": versions(),
               "loadavg_start": list(load_start), "loadavg_end": list(load_end), "fresh_batches": N,
-              "steps": int(steps), "snapshot_seconds": paused, "elapsed_seconds": elapsed,
+              "steps": int(tc.steps), "snapshot_seconds": tc.paused, "elapsed_seconds": elapsed,
               "echoing_summary": summary}
     return record, arrays, records
 
