@@ -4,6 +4,7 @@
     PYTHONPATH=. python benchmarks/torch_job/howto_check.py howto --out howto-out    # the user's view
     PYTHONPATH=. python benchmarks/torch_job/howto_check.py score --out howto-out    # the table
     PYTHONPATH=. python benchmarks/torch_job/howto_check.py replan --label after     # step 4 again, same pilot
+    PYTHONPATH=. python benchmarks/torch_job/howto_check.py --smoke                  # truth, howto, score: memory job, seed 0, 10 batches, temp dirs
 
 The jobs, on sklearn's digits (none used to design the planner's model: `job.py`'s MLP
 1024-256-10 with plain SGD at lr 0.2, B = 128, was):
@@ -32,19 +33,22 @@ after the pilot); 4. plan from the pilot's records; 5. train with the recommende
 (seeds of the truth, so it compares run for run). The pilot's cost is its wall-clock
 against the median sync run to the target.
 
-Output: JSON per run and per step in --out; ``score`` prints the table (Markdown).
+Output: JSON per run and per step in --out; ``score`` prints the table (Markdown); ``--json PATH``
+writes the jobs, the truth at the target, the how-to's record and the table with the session's fields.
 One torch thread; run on a shared host, so every number carries ``/proc/loadavg``.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import json
 import math
 import sys
+import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -59,6 +63,8 @@ import job
 import rules
 
 import echosim
+
+harness = rules.harness
 
 torch.set_num_threads(1)
 
@@ -85,6 +91,12 @@ JOBS = {
     "memory": Job("cnn", "sgd-momentum", B, "memory", 0.10, 400),
 }
 SMOOTH = 10
+
+SMOKE = {"job": "memory", "seeds": "0", "budget": 10, "target": 2.25,
+         "pilot": '{"signals": true, "reset": true, "batches": 10}'}
+"""--smoke: the cheapest job, one seed, 10 fresh batches, a target every policy reaches within
+them (the initial loss is ln 10 = 2.30), a pilot of 10 fresh batches per policy from reset weights."""
+CACHE = None  # --cache: the JPEG cache directory (None: job.default_cache())
 
 
 def loadavg() -> list:
@@ -131,7 +143,7 @@ _MEMORY: dict = {}
 
 
 def _root():
-    return job.build_cache(job.default_cache(), _CFG.image_size, _CFG.jpeg_quality)
+    return job.build_cache(CACHE or job.default_cache(), _CFG.image_size, _CFG.jpeg_quality)
 
 
 COPIES = 8  # the memory job's augmented copies of each training image, made once
@@ -429,10 +441,30 @@ def score(out: Path, jobs, label: str) -> str:
     return "\n".join(lines)
 
 
+def results(out: Path, jobs, label: str) -> dict:
+    """What --json holds: the jobs as run, the truth's runs at the target, the how-to's record, the table."""
+    truth, howto = {}, {}
+    for name in jobs:
+        target = JOBS[name].target
+        truth[name] = []
+        for path in sorted((out / name / "truth").glob("*.json")):
+            run = json.loads(path.read_text())
+            res = at_target(run, target)
+            truth[name].append({"policy": run["policy"], "seed": run["seed"], "T": res["T"],
+                                "seconds": res["seconds"], "mean_echo": run["mean_echo"]})
+        hp = out / name / f"howto-{label}" / "howto.json"
+        howto[name] = json.loads(hp.read_text()) if hp.exists() else None
+    return {"out": str(out), "label": label, "jobs": {name: asdict(JOBS[name]) for name in jobs},
+            "truth": truth, "howto": howto, "score": score(out, jobs, label)}
+
+
 def main(argv=None) -> None:
+    global CACHE
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("what", choices=("truth", "howto", "replan", "score"))
-    ap.add_argument("--out", default="howto-out")
+    ap.add_argument("what", nargs="?", choices=("truth", "howto", "replan", "score"),
+                    help="the step to run (none with --smoke: it runs truth, howto and score in turn)")
+    ap.add_argument("--out", default=None, help="output directory (default howto-out)")
+    ap.add_argument("--cache", default=None, help="JPEG cache directory (default ~/.cache/echosim/torch_job)")
     ap.add_argument("--jobs", default="adam,jpeg,memory")
     ap.add_argument("--seeds", default="0,1,2")
     ap.add_argument("--pilot", default='{"signals": true}',
@@ -440,21 +472,38 @@ def main(argv=None) -> None:
                          "(default: its defaults with the signals); \"reset\": true restores the model and "
                          "optimizer state before every segment")
     ap.add_argument("--label", default="after", help="names the how-to's directory, howto-LABEL (default after)")
+    harness.add_options(ap, smoke=(f"truth, howto and score in turn on the {SMOKE['job']} job: seed {SMOKE['seeds']}, "
+                                   f"{SMOKE['budget']} fresh batches, target {SMOKE['target']}, pilot {SMOKE['pilot']}; "
+                                   "--out and --cache in temp dirs if not given"))
     a = ap.parse_args(argv)
+    if a.smoke and a.what is not None:
+        ap.error(f"--smoke runs truth, howto and score in turn: give no step (got {a.what!r})")
+    if not a.smoke and a.what is None:
+        ap.error("what: expected one of truth, howto, replan, score (or --smoke)")
+    if a.smoke:
+        name = SMOKE["job"]
+        JOBS[name] = replace(JOBS[name], budget=SMOKE["budget"], target=SMOKE["target"])
+        a.jobs, a.seeds, a.pilot = name, SMOKE["seeds"], SMOKE["pilot"]
     jobs = [j for j in a.jobs.split(",") if j]
     bad = [j for j in jobs if j not in JOBS]
     if bad:
         ap.error(f"--jobs: unknown {bad}; known {list(JOBS)}")
     seeds = [int(s) for s in a.seeds.split(",")]
-    out = Path(a.out)
-    if a.what == "truth":
-        run_truth(out, jobs, seeds)
-    elif a.what == "howto":
-        run_howto(out, jobs, seeds, json.loads(a.pilot), a.label)
-    elif a.what == "replan":
-        replan(out, jobs, a.label)
-        a.label += "-replan"
-    print(score(out, jobs, a.label))
+    header = a.smoke or a.json is not None  # without either, the output is the steps' own
+    with (harness.Session("torch_job/howto_check", a, argv, header=header) as session,
+          tempfile.TemporaryDirectory(prefix="howto-check-") if a.smoke else contextlib.nullcontext() as tmp):
+        out = Path(a.out or (Path(tmp) / "out" if a.smoke else "howto-out"))
+        CACHE = a.cache or (Path(tmp) / "cache" if a.smoke else None)
+        steps = ("truth", "howto", "score") if a.smoke else (a.what,)
+        if "truth" in steps:
+            run_truth(out, jobs, seeds)
+        if "howto" in steps:
+            run_howto(out, jobs, seeds, json.loads(a.pilot), a.label)
+        if "replan" in steps:
+            replan(out, jobs, a.label)
+            a.label += "-replan"
+        session.results = results(out, jobs, a.label)
+        print(session.results["score"])
 
 
 if __name__ == "__main__":
