@@ -38,6 +38,7 @@ SCRIPTS = {  # script: (extra arguments, keys of its results, modules it needs)
     "trial_records_atomic.py": ([], {"seed", "kill", "full_disk"}, ()),
     "torch_job/check_optimizers.py": ([], {"largest_difference", "rows"}, ("torch",)),
     "torch_job/lr_scan.py": ([], {"budget", "targets", "rows"}, ("torch", "PIL", "sklearn")),
+    "torch_job/howto_check.py": ([], {"jobs", "truth", "howto", "score"}, ("torch", "PIL", "sklearn")),
 }
 
 
@@ -104,7 +105,19 @@ def _check_optimizers(r):
     assert r["largest_difference"] < 1e-10 and len(r["rows"]) == 1
 
 
-CHECKS = {"bad_inputs.py": _bad_inputs, "bench_risk.py": _risk, "torch_job/check_optimizers.py": _check_optimizers}
+def _howto_check(r):
+    # the whole chain ran on the smoke's job: every fixed policy's truth, the how-to's five
+    # steps (the pilot's 10 fresh batches for each of its 4 policies), the table with both
+    (job,) = r["jobs"]
+    assert job == "memory" and r["jobs"][job]["budget"] == 10
+    assert {run["policy"] for run in r["truth"][job]} == {"K=1", "K=2", "K=4", "K=8", "greedy"}
+    h = r["howto"][job]
+    assert h["pilot_fresh_batches"] == 40 and set(h["steps_to_target"]) == {"64", "128"}
+    assert f"### {job}:" in r["score"] and "from the pilot's records" in r["score"]
+
+
+CHECKS = {"bad_inputs.py": _bad_inputs, "bench_risk.py": _risk, "torch_job/check_optimizers.py": _check_optimizers,
+          "torch_job/howto_check.py": _howto_check}
 
 
 def test_torch_job_runs_and_its_plan_check_reads_it(tmp_path, jpeg_cache):
