@@ -126,7 +126,8 @@ def plan(loader=None, step_time=None, *, batch_size, problem=None, steps_to_targ
         raise ValueError(f"target: no candidate reaches the target (loss <= (1 + {args.target:g}) F*) within the "
                          "budget; loosen --target or try larger batch sizes" + (f"; {fail_note}" if failed else ""))
     measured = response is None or not response.echo_source.startswith("prior only")
-    best, reasons, rec, reason = recommend(cands, args.batch_sizes, args.priced, measured_echo=measured)
+    best, reasons, rec, reason = recommend(cands, args.batch_sizes, args.priced, measured_echo=measured,
+                                           k_max=response.k_max if response is not None else math.inf)
     notes = [f"timing: {timing.describe}", *([fail_note] if fail_note else []), *timing_notes, *notes, *clipped]
     return Plan(candidates=cands, recommended=rec, reason=reason, source=source,
                 inputs=args.record(timing.describe, pconf, response), notes=notes, best=best, reasons=reasons,
@@ -135,7 +136,8 @@ def plan(loader=None, step_time=None, *, batch_size, problem=None, steps_to_targ
 
 def _response(args, records):
     """Form (b): the T(K, B) model fitted to the measurements (centred by the records' noise
-    scale and echo gains, if any), and no problem. Form (a): no model, and the problem's
+    scale and echo gains, if any) for a loop that keeps its learning rate whatever K
+    (``lr="fixed"``: no gain credited beyond the largest K measured), and no problem. Form (a): no model, and the problem's
     ``[problem]`` table with the problem built from it, once (its features bound the batch
     sizes its runs can hold; its smoothness sets the learning-rate grid)."""
     if args.steps_to_target is not None:
@@ -143,7 +145,7 @@ def _response(args, records):
         from echosim.planner.response import fit_response
 
         return fit_response(args.steps_to_target, seed=args.seed, noise_scale=measured_noise_scale(records),
-                            echo_gains=echo_gains(records) or None), None, None
+                            echo_gains=echo_gains(records) or None, lr="fixed"), None, None
     from echosim.planner.response import check_batch_size
     from echosim.planner.simulated import problem_config, validate_problem
 

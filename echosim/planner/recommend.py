@@ -17,18 +17,20 @@ from echosim.planner.timing import format_count, format_duration
 __all__ = ["recommend"]
 
 
-def recommend(cands, batch_sizes, priced: bool, measured_echo: bool = True):
+def recommend(cands, batch_sizes, priced: bool, measured_echo: bool = True, k_max: float = math.inf):
     """(best, reasons, recommended, reason): the best reachable candidate per batch size
     (``best[B]`` with ``reasons[B]``) and overall; the cheapest when `priced`, else the
     fastest. Without a measurement of echoing (`measured_echo` False), a 'do not echo'
-    says what would settle it. At least one candidate must reach the target."""
+    says what would settle it; `k_max`: the largest K whose gain the model credits (the
+    largest measured, at one learning rate), named where the choice stops at it.
+    At least one candidate must reach the target."""
     reachable = [c for c in cands if math.isfinite(c["wall_clock_to_target"])]
     best, reasons = {}, {}
     for B in batch_sizes:
         mine = [c for c in reachable if c["batch_size"] == B]
         if mine:
-            best[B], reasons[B] = _recommend(cands, mine, priced)
-    rec, reason = _recommend(cands, reachable, priced)
+            best[B], reasons[B] = _recommend(cands, mine, priced, k_max)
+    rec, reason = _recommend(cands, reachable, priced, k_max)
     if not measured_echo:
         reasons = {B: _unmeasured(c, r, cands) for (B, c), r in zip(best.items(), reasons.values())}
         reason = _unmeasured(rec, reason, cands)
@@ -51,7 +53,7 @@ def _unmeasured(rec, reason: str, cands) -> str:
             "under K and under sync")
 
 
-def _recommend(cands, reachable, priced: bool):
+def _recommend(cands, reachable, priced: bool, k_max: float = math.inf):
     """The best of `reachable` and why, by the rule the sweep's answer uses
     (`echosim.experiments.choice`): robust over the seeds, the fastest (cheapest with prices)
     within the noise, then the fewest accelerator steps."""
@@ -99,6 +101,10 @@ def _recommend(cands, reachable, priced: bool):
             if K >= R:
                 reason += (f"; the loader is R = {R:.2g}x slower than a step, and K = {format_count(K)} >= R already fills "
                            "the accelerator's idle time (larger K costs wall-clock per batch)")
+            elif K >= k_max:
+                reason += (f"; K = {format_count(K)} < R = {R:.2g}, but no larger K was measured, and at one learning "
+                           "rate a larger K is a larger step that can need more fresh batches, not fewer: pilot "
+                           f"K = {format_count(2 * K)} to see whether it pays")
             else:
                 reason += (f"; K = {format_count(K)} < R = {R:.2g}: larger K would be free, but the fresh batches needed "
                            "stop falling (echoed steps are worth less than fresh ones)")

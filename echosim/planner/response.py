@@ -138,6 +138,9 @@ class Response:
     uncertainty : how the K = 1 draws were made (repeats, residuals or an assumed error)
     echo_source : "prior only" (no echoed measurement) or "posterior from ..." (the pilot points)
     measurements : tuple of (B, K, T)
+    k_max : float
+        The largest K whose echo gain is credited: inf (every K, the step re-tuned per K), or
+        under ``lr="fixed"`` the largest K measured with echoing; a larger K is worth K_eff(k_max).
     """
 
     params: dict
@@ -146,6 +149,11 @@ class Response:
     uncertainty: str
     echo_source: str
     measurements: tuple = field(repr=False)
+    k_max: float = math.inf
+
+    def _k_eff(self, K, kap):
+        """k_eff at min(K, k_max): no gain is credited beyond the largest K credited."""
+        return k_eff(np.minimum(np.asarray(K, dtype=float), self.k_max), kap)
 
     def _delta(self, B) -> np.ndarray:
         """The correction of log T(1, B) per draw (0 without echoed-only knots)."""
@@ -164,7 +172,7 @@ class Response:
 
     def _T_draws(self, K, B) -> np.ndarray:
         d = self.draws
-        return t_one(d["S"], d["E"], B) * np.exp(self._delta(B)) / k_eff(K, kappa(B, d["B_e"], d["gamma"]))
+        return t_one(d["S"], d["E"], B) * np.exp(self._delta(B)) / self._k_eff(K, kappa(B, d["B_e"], d["gamma"]))
 
     def predict(self, echo, batch_size):
         """Predicted fresh batches T to target at echo factor K and batch size B: T(1, B) of the
@@ -173,7 +181,7 @@ class Response:
         p = self.params
 
         def one(K):
-            log_ratio = self._delta(batch_size) - np.log(k_eff(K, kappa(batch_size, d["B_e"], d["gamma"])))
+            log_ratio = self._delta(batch_size) - np.log(self._k_eff(K, kappa(batch_size, d["B_e"], d["gamma"])))
             return float(t_one(p["S"], p["E"], batch_size) * np.exp(np.median(log_ratio)))
 
         if np.ndim(echo) == 0:
@@ -206,7 +214,7 @@ class Response:
             t1 = t_one(self.params["S"], self.params["E"], batch_size) * np.exp(self._delta(batch_size))
         # K_eff >= 1, so T <= T(1, B): no longer schedule is needed
         K = K[: int(min(K.size, math.ceil(float(np.max(t1))) + 1))]
-        progress = np.cumsum(k_eff(K[None, :], kappa(batch_size, d["B_e"], d["gamma"])[:, None]), axis=1) / t1[:, None]
+        progress = np.cumsum(self._k_eff(K[None, :], kappa(batch_size, d["B_e"], d["gamma"])[:, None]), axis=1) / t1[:, None]
         reached = progress >= 1.0
         T = np.where(reached.any(axis=1), reached.argmax(axis=1) + 1.0, np.inf)
         return np.maximum(T, 1.0) if draws else float(np.median(T))
@@ -281,7 +289,7 @@ def measurements(steps_to_target) -> list[tuple[int, int, float]]:
 
 
 def fit_response(steps_to_target, *, n_draws: int = N_DRAWS, rel_error: float = SINGLE_RUN_ERROR, seed: int = 0,
-                 noise_scale: float | None = None, echo_gains: Mapping | None = None) -> Response:
+                 noise_scale: float | None = None, echo_gains: Mapping | None = None, lr: str = "tuned") -> Response:
     """Fit T(K, B) from steps to target: at K = 1 at two or more batch sizes (keys B), and
     optionally with echoing (keys (B, K), steps = K x fresh batches).
 
@@ -300,8 +308,19 @@ def fit_response(steps_to_target, *, n_draws: int = N_DRAWS, rel_error: float = 
         K_eff measured in the loop from paired next-batch progress under K against K = 1
         (`echosim.planner.echo_signals.echo_gains`): each one weighs the draws of the echo
         model like an echoed measurement, on K_eff itself (no T(1, B) involved).
+    lr : "tuned" or "fixed"
+        "tuned" (the derivation's assumption): the step is re-tuned for each K, and K_eff follows
+        the fitted curve at every K. "fixed": one learning rate for every K, as in a loop that
+        adds echoing and keeps its optimizer: the gain is credited up to the largest K measured
+        with echoing (a (B, K) key or an echo gain) and held there beyond it, since at a fixed
+        step a larger K acts as a larger step and can need more fresh batches, not fewer
+        (docs/background/plan-model.md, "One learning rate for every K"). Without an echoed
+        measurement the two are the same.
     """
     check_real("rel_error", rel_error, lo=0.0, hi=1.0, hi_open=True)
+    if lr not in ("tuned", "fixed"):
+        raise ValueError(f"lr: expected 'tuned' (the step re-tuned for each K) or 'fixed' (one learning rate for "
+                         f"every K), got {lr!r}")
     if noise_scale is not None:
         check_real("noise_scale (a measured gradient-noise scale, in examples)", noise_scale, lo=0.0, lo_open=True)
     gains = _gains(echo_gains)
@@ -368,7 +387,12 @@ def fit_response(steps_to_target, *, n_draws: int = N_DRAWS, rel_error: float = 
     draws = {"S": pS[pick], "E": pE[pick], "B_e": pBe[pick], "gamma": pg[pick], "delta": delta[pick],
              "noise": rng.normal(size=n_draws), "noise_echo": rng.normal(size=n_draws)}
     params = {"S": S, "E": E, "B_e": float(np.median(draws["B_e"])), "gamma": float(np.median(draws["gamma"]))}
-    return Response(params, draws, knots, how, source, tuple(data))
+    k_max = math.inf
+    if lr == "fixed" and (echoed or gains):
+        k_max = float(max([K for _, K, _ in echoed] + [K for _, K in gains]))
+        source += (f"; one learning rate for every K: the gain is credited up to K = {k_max:g}, the largest K "
+                   "measured, and held beyond it")
+    return Response(params, draws, knots, how, source, tuple(data), k_max)
 
 
 def _gains(echo_gains) -> dict:

@@ -83,6 +83,29 @@ def test_a_schedule_is_taken_batch_by_batch():
     assert fit.predict_schedule(np.full(10_000, 1), B) == np.ceil(fit.predict(1, B) - 1e-9)
 
 
+def test_one_learning_rate_credits_no_gain_beyond_the_largest_measured_k():
+    """lr="fixed" (the user's loop keeps its step): up to the largest measured K the fit is the
+    tuned one, draw for draw; beyond it K_eff is held, so a larger K (or a schedule's larger
+    K_t) needs as many fresh batches as that K, never fewer; without an echoed measurement the
+    two are the same model."""
+    data = {**k1(64, 1024), (1024, 4): 4 * truth(4, 1024)}
+    tuned, fixed = fit_response(data), fit_response(data, lr="fixed")
+    assert tuned.k_max == np.inf and fixed.k_max == 4.0 and "up to K = 4" in fixed.echo_source
+    for B in (64, 1024, 8192):
+        for K in (1, 2, 4):
+            assert fixed.predict(K, B) == tuned.predict(K, B)
+            np.testing.assert_array_equal(fixed.predict_draws(K, B), tuned.predict_draws(K, B))
+        assert fixed.predict(16, B) == fixed.predict(4, B) > tuned.predict(16, B)
+    assert fixed.predict_schedule(np.full(10_000, 16), 1024) == fixed.predict_schedule(np.full(10_000, 4), 1024)
+    assert fixed.predict_schedule(np.tile([1, 31], 5_000), 1024) > tuned.predict_schedule(np.tile([1, 31], 5_000), 1024)
+    gains = fit_response(k1(64, 1024), echo_gains={(1024, 2): (1.8, 0.1)}, lr="fixed")
+    assert gains.k_max == 2.0 and gains.predict(8, 1024) == gains.predict(2, 1024)
+    prior = fit_response(k1(64, 1024), lr="fixed")
+    assert prior.k_max == np.inf and prior.predict(16, 1024) == fit_response(k1(64, 1024)).predict(16, 1024)
+    with pytest.raises(ValueError, match="lr: expected 'tuned'"):
+        fit_response(data, lr="constant")
+
+
 def test_uncertainty_from_repeats():
     rng = np.random.default_rng(np.random.SeedSequence(3))
     data = {B: list(truth(1, B) * np.exp(rng.normal(0, 0.05, 6))) for B in (32, 256, 2048)}
