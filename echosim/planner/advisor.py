@@ -61,6 +61,9 @@ def plan(loader=None, step_time=None, *, batch_size, problem=None, steps_to_targ
         Form (b): optimizer steps to the target, keys B (without echoing, at two or more
         B) or (B, K) (with echoing, e.g. from a pilot: ``{(1024, 4): 20}`` = 20 steps =
         5 fresh batches; at least K steps, 1 <= K <= 4096).
+        Measured at one learning rate, as the plan is for it: no gain is credited beyond
+        the largest K measured with echoing here or in ``records``
+        (`echosim.planner.response.fit_response`, ``lr="fixed"``).
     records : Records or list of Records, optional
         Runs through `echosim.echoing` (any policies, e.g. a pilot from
         `echosim.pilot`): the loader and step times are taken from them, per policy, so
@@ -80,7 +83,8 @@ def plan(loader=None, step_time=None, *, batch_size, problem=None, steps_to_targ
     echoes : list of int, optional
         K for "fixed" (default: powers of two bracketing R = t_load/(W t_step)).
     max_echo : int
-        Bound on K_t under "greedy" and "auto".
+        Bound on K_t under "greedy" and "auto"; in form (b), at most the largest K measured
+        with echoing (at one learning rate a larger K_t is a step nobody measured).
     target : float
         Form (a): reach a loss <= (1 + target)·F* and stay there.
     seeds : int
@@ -117,7 +121,8 @@ def plan(loader=None, step_time=None, *, batch_size, problem=None, steps_to_targ
     timing = candidate_timing(loader, step_time, records, args.batch_sizes, args.workers)
     response, pconf, problem_obj = _response(args, records)  # nothing has run yet: every input is checked by here
 
-    specs = candidates(args.batch_sizes, args.workers, args.policies, args.echoes, args.max_echo, timing.ratio)
+    max_echo, cap_note = _max_echo(args.max_echo, response)
+    specs = candidates(args.batch_sizes, args.workers, args.policies, args.echoes, max_echo, timing.ratio)
     times, timing_notes = timing.for_candidates(specs)
     outcomes, source, notes, failed, fail_note = _evaluate(specs, times, args, response, (pconf, problem_obj),
                                                            results, progress)
@@ -128,10 +133,23 @@ def plan(loader=None, step_time=None, *, batch_size, problem=None, steps_to_targ
     measured = response is None or not response.echo_source.startswith("prior only")
     best, reasons, rec, reason = recommend(cands, args.batch_sizes, args.priced, measured_echo=measured,
                                            k_max=response.k_max if response is not None else math.inf)
-    notes = [f"timing: {timing.describe}", *([fail_note] if fail_note else []), *timing_notes, *notes, *clipped]
+    notes = [f"timing: {timing.describe}", *([fail_note] if fail_note else []), *timing_notes, *notes, *clipped,
+             *([cap_note] if cap_note else [])]
     return Plan(candidates=cands, recommended=rec, reason=reason, source=source,
                 inputs=args.record(timing.describe, pconf, response), notes=notes, best=best, reasons=reasons,
                 failed=failed)
+
+
+def _max_echo(max_echo: int, response) -> tuple[int, str | None]:
+    """Greedy's cap: `max_echo`, or, at one learning rate, the largest K measured with echoing
+    if smaller (a larger K_t would be a step nobody measured, and at a fixed step a larger K
+    can cost fresh batches); with the note that says so."""
+    if response is None or not response.k_max < max_echo:
+        return max_echo, None
+    k = int(response.k_max)
+    return k, (f"greedy is capped at K = {k} (max_echo), the largest K measured with echoing: at one learning rate "
+               f"a larger K_t is a larger step nobody measured, which can cost fresh batches; pilot a larger K to "
+               "raise the cap")
 
 
 def _response(args, records):

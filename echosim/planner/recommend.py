@@ -110,7 +110,8 @@ def _recommend(cands, reachable, priced: bool, k_max: float = math.inf):
                            "stop falling (echoed steps are worth less than fresh ones)")
         elif not row.coupled:  # capped by the loader's waits alone
             reason += (f"; {row.name} echoes exactly while the next batch loads (mean K = {rec['echo']:.2g}, at most "
-                       f"{rec['max_echo']}; R = {R:.2g}), so it adapts to the loader's variability without choosing K")
+                       f"{rec['max_echo']}: echoing(..., policy={row.name!r}, max_echo={rec['max_echo']}); R = {R:.2g}), "
+                       "so it adapts to the loader's variability without choosing K")
         else:  # capped, under caps decided from the run's losses
             reason += (f"; {row.name} echoes while the next batch loads under a cap it tunes from the first-step "
                        f"losses (mean K = {rec['echo']:.2g}, at most {rec['max_echo']}; R = {R:.2g}): "

@@ -22,6 +22,12 @@ A variable echo K_t (greedy) is taken batch by batch: the target is reached at t
 first T with sum over t < T of K_eff(K_t) / T(1, B) >= 1 (`predict_schedule`), so a
 schedule that varies pays for K_eff's concavity instead of being read as its mean.
 
+The derivation re-tunes the step for each K. A loop that keeps one learning rate
+(``lr="fixed"``, the planner's form (b)) gets no gain credited beyond the largest K
+measured with echoing: at a fixed step a larger K is a larger step, whose higher noise
+floor can cost fresh batches (docs/background/plan-model.md, "One learning rate for
+every K").
+
 The 10-90% band carries the parameters' uncertainty (leave-one-out or bootstrap of the
 K = 1 fit, the prior or posterior of kappa) and the model's own error, a log-normal
 factor whose scale was set on the design references and is scored on held-out ones

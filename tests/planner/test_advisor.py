@@ -103,6 +103,25 @@ def test_an_echoed_measurement_changes_the_plan_where_it_was_taken():
     assert "posterior" in p.source and p.recommended["policy"] == "fixed"
 
 
+def test_at_one_learning_rate_the_plan_stays_within_the_measured_echo():
+    """Form (b) plans a loop that keeps its learning rate: past the largest K measured with
+    echoing (here K = 4) no gain is credited, so a larger fixed K never comes out sooner,
+    greedy is capped at that K (and the notes say why), and the reason says to pilot 2K;
+    with K = 1 measurements alone nothing is held and greedy keeps `max_echo`."""
+    pilot = {**STEPS, (1024, 4): 4 * 0.3 * STEPS[1024]}
+    p = plan("80ms", "10ms", batch_size=1024, steps_to_target=pilot, echoes=[2, 4, 8], seeds=2)
+    assert by(p, "fixed", 8)["batches_to_target"] == by(p, "fixed", 4)["batches_to_target"]
+    assert by(p, "fixed", 8)["wall_clock_to_target"] >= by(p, "fixed", 4)["wall_clock_to_target"]
+    assert by(p, "greedy")["max_echo"] == 4
+    assert any(n.startswith("greedy is capped at K = 4") for n in p.notes)
+    assert "up to K = 4" in p.source
+    q = plan("80ms", "10ms", batch_size=1024, steps_to_target=pilot, echoes=[4, 8], seeds=2, policies="sync,fixed")
+    assert q.recommended["echo"] == 4 and "pilot K = 8 to see whether it pays" in q.reason
+    prior = plan("80ms", "10ms", batch_size=1024, steps_to_target=STEPS, echoes=[4, 8], seeds=2)
+    assert by(prior, "greedy")["max_echo"] == 64 and not any(n.startswith("greedy is capped") for n in prior.notes)
+    assert by(prior, "fixed", 8)["batches_to_target"] < by(prior, "fixed", 4)["batches_to_target"]
+
+
 def test_prices_compare_echoing_with_more_workers():
     p = plan("80ms", "10ms", batch_size=256, steps_to_target=STEPS, workers=[1, 8], echoes=[8], seeds=2,
              policies="sync,fixed", accelerator_price=3.0, worker_price=0.01)
