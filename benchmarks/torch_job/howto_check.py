@@ -198,10 +198,10 @@ def train(name: str, policy, seed: int, budget: int | None = None, batch_size: i
     snaps = job.Snapshots(model, budget)
     snaps.take()
     loader = make_loader(spec, seed, batch_size)
-    kw = {}
+    run_policy, kw = policy, {}
     if isinstance(policy, str) and policy.startswith("greedy") and policy != "greedy":  # "greedy4": max_echo 4
-        policy, kw["max_echo"] = "greedy", int(policy[len("greedy"):])
-    it = echosim.echoing(loader, "sync" if policy == 1 else policy, epochs=None, batch_size=batch_size, **kw)
+        run_policy, kw["max_echo"] = "greedy", int(policy[len("greedy"):])
+    it = echosim.echoing(loader, "sync" if policy == 1 else run_policy, epochs=None, batch_size=batch_size, **kw)
     tc = job.TrainingClock(it, snaps, budget)
     try:
         for batch in tc:

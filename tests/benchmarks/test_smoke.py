@@ -110,7 +110,7 @@ def _howto_check(r):
     # steps (the pilot's 10 fresh batches for each of its 4 policies), the table with both
     (job,) = r["jobs"]
     assert job == "memory" and r["jobs"][job]["budget"] == 10
-    assert {run["policy"] for run in r["truth"][job]} == {"K=1", "K=2", "K=4", "K=8", "greedy"}
+    assert {run["policy"] for run in r["truth"][job]} == {"K=1", "K=2", "K=4", "K=8", "greedy", "greedy4"}
     h = r["howto"][job]
     assert h["pilot_fresh_batches"] == 40 and set(h["steps_to_target"]) == {"64", "128"}
     assert f"### {job}:" in r["score"] and "from the pilot's records" in r["score"]
