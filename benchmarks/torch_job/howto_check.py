@@ -503,7 +503,10 @@ def main(argv=None) -> None:
     bad = [j for j in jobs if j not in JOBS]
     if bad:
         ap.error(f"--jobs: unknown {bad}; known {list(JOBS)}")
-    seeds = [int(s) for s in a.seeds.split(",")]
+    try:
+        seeds = [int(s) for s in a.seeds.split(",")]
+    except ValueError:
+        ap.error(f"--seeds: expected integers separated by commas, got {a.seeds!r}")
     header = a.smoke or a.json is not None  # without either, the output is the steps' own
     with (harness.Session("torch_job/howto_check", a, argv, header=header) as session,
           tempfile.TemporaryDirectory(prefix="howto-check-") if a.smoke else contextlib.nullcontext() as tmp):
