@@ -11,7 +11,9 @@ The rule, in order:
    (3%) of the best score, or within the best one's own seed noise (its standard error
    of the median, from the interquartile range), is as fast as the fastest.
 3. **Then the fewest steps.** Among those, the one with the fewest optimizer steps (the
-   accelerator's work), ties to the lower score.
+   accelerator's work); with as many steps, the one given first (callers list the
+   simplest first: K ascending, sync before greedy), since a difference within the noise
+   is no reason for the more complex choice.
 
 With one value per candidate (no seeds) the rule is: the fewest steps within 3% of the
 fastest.
@@ -65,7 +67,8 @@ class Choice:
     fastest_median : the candidate with the shortest median time (may differ from `index`)
     scores : the robust score of each candidate (the `QUANTILE` of its times)
     near : the candidates as fast as the fastest, within the noise
-    why : "fastest", "fewer steps" (within the noise of a faster one) or "robust" (the
+    why : "fastest", "fewer steps" (within the noise of a faster one), "simpler" (as many
+        steps as a faster one within the noise, and given before it) or "robust" (the
         median's fastest is slower on a quarter of its seeds)
     """
 
@@ -97,9 +100,9 @@ def choose(times, steps, *, tolerance: float = TOLERANCE, quantile: float = QUAN
         noise = 1.25 * (np.quantile(v, 0.75) - np.quantile(v, 0.25)) / 1.35 / math.sqrt(v.size) / scores[best]
     limit = scores[best] * (1.0 + max(tolerance, noise))
     near = tuple(i for i, s in enumerate(scores) if s <= limit)
-    pick = min(near, key=lambda i: (n_steps[i], scores[i], i))
+    pick = min(near, key=lambda i: (n_steps[i], i))
     if pick != best:
-        why = "fewer steps"
+        why = "fewer steps" if n_steps[pick] < n_steps[best] else "simpler"
     elif pick != fastest_median and medians[pick] > medians[fastest_median] * (1.0 + tolerance):
         why = "robust"
     else:

@@ -324,8 +324,9 @@ def _choice_words(p, choice) -> str:
     K, t = p["K"], p["time"] if np.isfinite(p["time"]).any() else p["T"]
     i, j = choice.index, choice.fastest_median
     out = ""
-    if j != i and choice.why == "fewer steps":
-        out += (f"; K = {K[j]:g} is as fast within the noise ({_fmt(t[j])} against {_fmt(t[i])}) with more steps")
+    if j != i and choice.why in ("fewer steps", "simpler"):
+        more = "more" if choice.why == "fewer steps" else "as many"
+        out += (f"; K = {K[j]:g} is as fast within the noise ({_fmt(t[j])} against {_fmt(t[i])}) with {more} steps")
     elif j != i:
         out += (f"; K = {K[j]:g} is faster in the median ({_fmt(t[j])}) but slower on a quarter of the seeds")
     if "T_seeds" in p:

@@ -70,8 +70,9 @@ def _recommend(cands, reachable, priced: bool, k_max: float = math.inf):
     B, W, R = rec["batch_size"], rec["workers"], rec["R"]
     what = "cheapest" if priced else "fastest"
     shown = format_duration(key(fastest)) if not priced else f"{key(fastest):.3g}"
-    if fastest is not rec and choice.why == "fewer steps":
-        what = f"within the noise ({TOLERANCE:.0%} or the seeds' spread) of the {what} ({candidate_name(fastest)}, {shown}) with fewer steps"
+    if fastest is not rec and choice.why in ("fewer steps", "simpler"):
+        how = "with fewer steps" if choice.why == "fewer steps" else "with as many steps, and simpler"
+        what = f"within the noise ({TOLERANCE:.0%} or the seeds' spread) of the {what} ({candidate_name(fastest)}, {shown}) {how}"
     elif fastest is not rec:
         what = (f"{what} over the seeds ({candidate_name(fastest)} is {what} in the median, {shown}, but slower "
                 "on a quarter of the seeds)")

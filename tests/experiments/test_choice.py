@@ -16,6 +16,15 @@ def test_fewest_steps_within_the_noise():
     assert c.index == 1 and c.fastest_median == 2 and c.why == "fewer steps"
 
 
+def test_as_many_steps_within_the_noise_goes_to_the_one_given_first():
+    """sync and greedy at a mean K of 1 take the same steps; greedy 0.6% faster is noise, so
+    the simpler candidate, listed first, is chosen; outside the noise the faster one is."""
+    c = choose([849.0, 844.0], steps=[289, 289])
+    assert (c.index, c.fastest_median, c.why) == (0, 1, "simpler")
+    c = choose([849.0, 800.0], steps=[289, 289])
+    assert (c.index, c.why) == (1, "fastest")
+
+
 def test_robust_over_seeds_not_best_in_the_median():
     rng = np.random.default_rng(0)
     k1 = 40 + rng.normal(0, 0.5, 10)
