@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from echosim.planner.candidates import candidates, compare
 from echosim.planner.inputs import PLANNED, check_inputs
 from echosim.planner.recommend import recommend
@@ -134,10 +136,32 @@ def plan(loader=None, step_time=None, *, batch_size, problem=None, steps_to_targ
     best, reasons, rec, reason = recommend(cands, args.batch_sizes, args.priced, measured_echo=measured,
                                            k_max=response.k_max if response is not None else math.inf)
     notes = [f"timing: {timing.describe}", *([fail_note] if fail_note else []), *timing_notes, *notes, *clipped,
-             *([cap_note] if cap_note else [])]
+             *([cap_note] if cap_note else []), *_rising(response)]
     return Plan(candidates=cands, recommended=rec, reason=reason, source=source,
                 inputs=args.record(timing.describe, pconf, response), notes=notes, best=best, reasons=reasons,
                 failed=failed)
+
+
+def _rising(response) -> list[str]:
+    """A note where the K = 1 measurements need more fresh batches at a larger B, which
+    T(1, B) = S + E/B (never rising with B) cannot fit: single runs that noisy, or a target
+    the runs barely hold."""
+    if response is None:
+        return []
+    by_b: dict = {}
+    for B, K, T in response.measurements:
+        if K == 1:
+            by_b.setdefault(B, []).append(T)
+    Bs = sorted(by_b)
+    T = [float(np.median(by_b[B])) for B in Bs]
+    up = [(Bs[i], T[i], Bs[j], T[j]) for i in range(len(Bs)) for j in range(i + 1, len(Bs)) if T[j] > T[i]]
+    if not up:
+        return []
+    b1, t1, b2, t2 = max(up, key=lambda u: u[3] / u[1])
+    return [f"your steps to target without echoing rise with the batch size ({t1:.4g} fresh batches at B = {b1}, "
+            f"{t2:.4g} at B = {b2}), which T(1, B) = S + E/B cannot fit (it never rises with B): single runs that far "
+            "apart are noise, or a target the runs barely hold; repeat the runs (each value a list) or loosen the "
+            "target"]
 
 
 def _max_echo(max_echo: int, response) -> tuple[int, str | None]:

@@ -122,6 +122,16 @@ def test_at_one_learning_rate_the_plan_stays_within_the_measured_echo():
     assert by(prior, "fixed", 8)["batches_to_target"] < by(prior, "fixed", 4)["batches_to_target"]
 
 
+def test_steps_to_target_that_rise_with_the_batch_size_are_named():
+    """T(1, B) = S + E/B never rises with B; single runs that do (more fresh batches at 2B)
+    are named in a note, with their numbers, instead of being fitted silently."""
+    p = plan("30ms", "15ms", batch_size=128, steps_to_target={128: 261, 256: 375}, seeds=1)
+    (note,) = [n for n in p.notes if n.startswith("your steps to target without echoing rise")]
+    assert "261 fresh batches at B = 128, 375 at B = 256" in note
+    assert not any("rise with the batch size" in n for n in plan("80ms", "10ms", batch_size=256,
+                                                                 steps_to_target=STEPS, seeds=1).notes)
+
+
 def test_prices_compare_echoing_with_more_workers():
     p = plan("80ms", "10ms", batch_size=256, steps_to_target=STEPS, workers=[1, 8], echoes=[8], seeds=2,
              policies="sync,fixed", accelerator_price=3.0, worker_price=0.01)
