@@ -92,6 +92,24 @@ def curve_run(policy, per_batch, n=40, B=256, seed=0):
     return it.records()
 
 
+def lagged_segment(policy, batches: int, loss: float, rate: float, rng):
+    """One pilot segment through `echoing` on the curve loss -> 1: batch t's steps cut
+    (loss - 1) by rate x K_eff (1 under sync, 2.5 under K = 4), seen by the next batch,
+    whose lagged loss is reported. Returns (records, the loss after the segment)."""
+    k_eff = {"sync": 1.0, 4: 2.5}[policy]
+    it = echosim.echoing(range(batches), policy, batch_size=64)
+    prev = None
+    for _ in it:
+        if it.is_echo:
+            it.report(loss)
+            continue
+        e = 0.002 * rng.normal()
+        it.report(loss + e, **({} if prev is None else {"lagged_loss": (prev + e, loss + e)}))
+        prev = loss
+        loss -= k_eff * rate * (loss - 1.0)  # this batch's steps, seen by the next one
+    return it.records(), loss
+
+
 def test_gains_from_loss_curves_when_no_paired_progress():
     segs = [curve_run("sync", 0.2, seed=s) for s in (0, 1)] + [curve_run(4, 0.5, seed=s) for s in (2, 3)]
     (g, se, n), = [echo_gains(segs)[(256, 4)]]
@@ -102,21 +120,11 @@ def test_gains_at_the_same_loss_level_in_a_pilot_s_interleaved_segments():
     """Sync's segments come earlier in training (where progress per batch is larger) than K's:
     comparing means pools different stretches; comparing at the same loss level does not."""
     rng = np.random.default_rng(0)
-    gains = {"sync": 1.0, 4: 2.5}
     loss, recs = 3.0, []
     order = ["sync", 4, "sync", 4, 4, "sync", "sync", 4]
     for policy in order:
-        it = echosim.echoing(range(10), policy, batch_size=64)
-        prev = None
-        for _ in it:
-            if it.is_echo:
-                it.report(loss)
-                continue
-            e = 0.002 * rng.normal()
-            it.report(loss + e, **({} if prev is None else {"lagged_loss": (prev + e, loss + e)}))
-            prev = loss
-            loss -= gains[policy] * 0.03 * (loss - 1.0)  # this batch's steps, seen by the next one
-        recs.append(it.records())
+        r, loss = lagged_segment(policy, 10, loss, 0.03, rng)
+        recs.append(r)
     (g, se, n), = [echo_gains(recs)[(64, 4)]]
     assert g == pytest.approx(2.5, rel=0.1) and se < 0.2 and n == 4 * 9  # 9 paired readings a segment
     # pooled means, as before: biased low (sync sat higher on the curve)
@@ -141,21 +149,8 @@ def test_gains_at_the_same_loss_level_when_every_segment_starts_from_the_same_we
     per batch shrinks with the loss, the same-batches ratio is biased low; at the same level it
     is K_eff."""
     rng = np.random.default_rng(1)
-    gains = {"sync": 1.0, 4: 2.5}
-    recs = []
-    for policy in ["sync", 4, 4, "sync", "sync", 4, 4, "sync"]:
-        loss = 3.0  # reset: the same start every segment
-        it = echosim.echoing(range(12), policy, batch_size=64)
-        prev = None
-        for _ in it:
-            if it.is_echo:
-                it.report(loss)
-                continue
-            e = 0.002 * rng.normal()
-            it.report(loss + e, **({} if prev is None else {"lagged_loss": (prev + e, loss + e)}))
-            prev = loss
-            loss -= gains[policy] * 0.08 * (loss - 1.0)
-        recs.append(it.records())
+    # reset: the same start (loss 3) every segment
+    recs = [lagged_segment(policy, 12, 3.0, 0.08, rng)[0] for policy in ["sync", 4, 4, "sync", "sync", 4, 4, "sync"]]
     (g, se, n), = [echo_gains(recs)[(64, 4)]]
     assert g == pytest.approx(2.5, rel=0.1) and se < 0.2 and n == 4 * 11
     pm = [np.nanmean(r.paired_progress) for r in recs]
